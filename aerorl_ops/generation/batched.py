@@ -1,0 +1,205 @@
+"""Batched, left-padded generation through a VLM's own processor and chat template.
+
+Greedy by default. Only the new tokens are decoded, so an empty generation stays empty and is
+never mistaken for an echo of the prompt.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+
+from aerorl_ops.generation.completion_clock import CompletionClock
+from aerorl_ops.generation.prompts import chat_messages, user_prompt
+from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.models.vision_tokens import vision_token_mask
+from aerorl_ops.rows.row import Row
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding settings. Sampling uses ``top_k=0, top_p=1`` unless set (``generate`` would apply top_k=50)."""
+
+    max_new_tokens: int = 32
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.do_sample and self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 when sampling, got {self.temperature}")
+
+    def generate_kwargs(self) -> dict[str, object]:
+        if not self.do_sample:
+            return {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
+        return {"do_sample": True, "temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+
+
+@dataclass(frozen=True)
+class GeneratedSample:
+    """One row's generation and its measurements."""
+
+    sample_id: str
+    prompt: str
+    response: str
+    raw_response: str
+    generated_tokens: int
+    prompt_text_tokens: int
+    vision_tokens: int
+    latency_ms: float
+    batch_latency_ms: float
+    batch_index: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    done: int
+    total: int
+    elapsed_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float:
+        return (self.total - self.done) / self.rate if self.rate > 0 else float("inf")
+
+
+class OutOfMemoryAtBatchOne(RuntimeError):
+    """Generation ran out of memory even one sample at a time."""
+
+
+def decode_image(row: Row) -> Image.Image:
+    return Image.open(io.BytesIO(row.image_bytes)).convert("RGB")
+
+
+def _eos_token_ids(loaded: LoadedVLM) -> list[int]:
+    eos = loaded.model.generation_config.eos_token_id
+    if eos is None:
+        eos = loaded.tokenizer.eos_token_id
+    return list(eos) if isinstance(eos, (list, tuple)) else [eos]
+
+
+def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationSettings,
+                   batch_index: int = 0) -> list[GeneratedSample]:
+    """Generate for ``rows`` in one left-padded batch."""
+    processor, model = loaded.processor, loaded.model
+    texts = [processor.apply_chat_template(chat_messages(r.question), add_generation_prompt=True, tokenize=False)
+             for r in rows]
+    inputs = processor(text=texts, images=[decode_image(r) for r in rows], return_tensors="pt", padding=True)
+    inputs = inputs.to(loaded.device)
+    prompt_length = inputs["input_ids"].shape[1]
+    vision = vision_token_mask(inputs["input_ids"], model.config)  # [B, T]
+    eos_ids = _eos_token_ids(loaded)
+    clock = CompletionClock(eos_ids, len(rows))
+    if settings.do_sample:
+        torch.manual_seed(settings.seed + batch_index)
+    with torch.inference_mode():
+        clock.start()
+        output = model.generate(
+            **inputs,
+            max_new_tokens=settings.max_new_tokens,
+            pad_token_id=loaded.tokenizer.pad_token_id,
+            eos_token_id=eos_ids,
+            stopping_criteria=[clock],
+            **settings.generate_kwargs(),
+        )
+        if loaded.device.type == "cuda":
+            torch.cuda.synchronize(loaded.device)
+    batch_ms = (time.perf_counter() - clock._started) * 1000.0
+    new_tokens = output[:, prompt_length:].cpu()  # [B, N]
+    finish_s = clock.seconds_per_row()
+    samples = []
+    for i, row in enumerate(rows):
+        tokens = _trim_after_eos(new_tokens[i].tolist(), eos_ids, loaded.tokenizer.pad_token_id)
+        text_tokens = int(inputs["attention_mask"][i].sum()) - int(vision[i].sum())
+        samples.append(GeneratedSample(
+            sample_id=row.sample_id,
+            prompt=user_prompt(row.question),
+            response=loaded.tokenizer.decode(tokens, skip_special_tokens=True).strip(),
+            raw_response=loaded.tokenizer.decode(tokens, skip_special_tokens=False),
+            generated_tokens=len(tokens),
+            prompt_text_tokens=text_tokens,
+            vision_tokens=int(vision[i].sum()),
+            latency_ms=finish_s[i] * 1000.0,
+            batch_latency_ms=batch_ms,
+            batch_index=batch_index,
+            batch_size=len(rows),
+        ))
+    return samples
+
+
+def _trim_after_eos(tokens: list[int], eos_ids: list[int], pad_id: int | None) -> list[int]:
+    """New tokens up to and including the first EOS; padding after it is not generated text."""
+    for position, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[: position + 1]
+    return tokens
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower()
+
+
+def generate_rows(
+    loaded: LoadedVLM,
+    rows: Sequence[Row],
+    batch_size: int,
+    settings: GenerationSettings = GenerationSettings(),
+    on_progress: Callable[[BatchProgress], None] | None = None,
+    generate_fn: Callable[..., list[GeneratedSample]] = generate_batch,
+) -> list[GeneratedSample]:
+    """Generate for every row in batches of ``batch_size``, in row order.
+
+    A CUDA out-of-memory error halves the batch size and retries the same rows, logged,
+    down to batch 1; out of memory at batch 1 raises :class:`OutOfMemoryAtBatchOne`.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    results: list[GeneratedSample] = []
+    started = time.perf_counter()
+    current = batch_size
+    position = 0
+    batch_index = 0
+    while position < len(rows):
+        chunk = rows[position: position + current]
+        try:
+            results.extend(generate_fn(loaded, chunk, settings, batch_index=batch_index))
+        except (torch.OutOfMemoryError, RuntimeError) as error:
+            if not _is_out_of_memory(error):
+                raise
+            if loaded.device.type == "cuda":
+                torch.cuda.empty_cache()
+            if current == 1:
+                raise OutOfMemoryAtBatchOne(
+                    f"out of memory generating sample {chunk[0].sample_id!r} even at batch size 1 "
+                    f"(requested batch size {batch_size}); use a smaller model, fewer max_new_tokens or a larger device"
+                ) from error
+            logger.warning("out of memory at batch size %d on samples starting %r; retrying at %d",
+                           current, chunk[0].sample_id, current // 2)
+            current //= 2
+            continue
+        position += len(chunk)
+        batch_index += 1
+        if on_progress is not None:
+            on_progress(BatchProgress(position, len(rows), time.perf_counter() - started))
+    return results
+
+
+def batches(items: Sequence, size: int) -> Iterator[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start: start + size]
