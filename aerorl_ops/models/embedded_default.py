@@ -14,6 +14,9 @@ files, byte for byte.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -124,14 +127,38 @@ def build_config(spec: TinyQwen2VLSpec, tokenizer: PreTrainedTokenizerFast) -> Q
 def build_tiny_qwen2vl(output_dir: Path, spec: TinyQwen2VLSpec = TinyQwen2VLSpec()) -> Path:
     """Build the embedded model into ``output_dir`` (created) and return the directory.
 
-    Rebuilding with the same spec is skipped when ``output_dir`` already holds that build.
+    Rebuilding with the same spec is skipped when ``output_dir`` already holds that build. The
+    build is written to a temporary sibling folder and renamed into place, so concurrent
+    processes never load a half-written model.
     """
     output_dir = Path(output_dir)
-    marker = output_dir / BUILD_MARKER
-    if marker.exists() and json.loads(marker.read_text()) == asdict(spec):
+    if _is_built(output_dir, spec):
         return output_dir
-    output_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=_ensure_parent(output_dir)))
+    try:
+        _write_model(staging, spec)
+        if output_dir.exists():  # an older spec, or a build that lost a race: replace it
+            shutil.rmtree(output_dir, ignore_errors=True)
+        os.replace(staging, output_dir)
+    except OSError:
+        if not _is_built(output_dir, spec):
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return output_dir
 
+
+def _ensure_parent(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.parent
+
+
+def _is_built(output_dir: Path, spec: TinyQwen2VLSpec) -> bool:
+    marker = output_dir / BUILD_MARKER
+    return marker.exists() and json.loads(marker.read_text()) == asdict(spec)
+
+
+def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
     tokenizer = train_tokenizer(spec)
     image_processor = Qwen2VLImageProcessorPil(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
     processor = Qwen2VLImageOnlyProcessor(
@@ -149,8 +176,7 @@ def build_tiny_qwen2vl(output_dir: Path, spec: TinyQwen2VLSpec = TinyQwen2VLSpec
     model.save_pretrained(output_dir)
     processor.save_pretrained(output_dir)
     _declare_stock_processor_class(output_dir)
-    marker.write_text(json.dumps(asdict(spec), indent=2, sort_keys=True))
-    return output_dir
+    (output_dir / BUILD_MARKER).write_text(json.dumps(asdict(spec), indent=2, sort_keys=True))
 
 
 def _declare_stock_processor_class(output_dir: Path) -> None:

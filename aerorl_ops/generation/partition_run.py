@@ -1,0 +1,66 @@
+"""One benchmark partition's generation: every row through one model at one batch size,
+with telemetry sampled around it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+
+from aerorl_ops.generation.batched import BatchProgress, GenerationSettings, generate_rows
+from aerorl_ops.generation.records import generations_table
+from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rows.row import Row
+from aerorl_ops.telemetry import TelemetrySampler
+
+STATS_METADATA_KEY = b"aerorl.partition_stats"
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """Partition-level measurements that travel with the cached generations."""
+
+    model_source: str
+    device: str
+    batch_size: int
+    samples: int
+    wall_s: float
+    model_load_s: float
+    telemetry: dict[str, object]
+
+
+def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
+                   telemetry_interval_s: float = 0.2,
+                   on_progress: Callable[[BatchProgress], None] | None = None) -> pa.Table:
+    """Generations for ``rows`` as a ``GENERATION_SCHEMA`` table carrying :class:`PartitionStats`."""
+    with TelemetrySampler(interval_s=telemetry_interval_s, device=loaded.device) as sampler:
+        started = time.perf_counter()
+        samples = generate_rows(loaded, rows, batch_size, settings, on_progress=on_progress)
+        wall_s = time.perf_counter() - started
+    stats = PartitionStats(
+        model_source=loaded.source.location,
+        device=str(loaded.device),
+        batch_size=batch_size,
+        samples=len(samples),
+        wall_s=wall_s,
+        model_load_s=loaded.load_seconds,
+        telemetry=sampler.summary().as_record(),
+    )
+    return with_partition_stats(generations_table(rows, samples), stats)
+
+
+def with_partition_stats(table: pa.Table, stats: PartitionStats) -> pa.Table:
+    metadata = dict(table.schema.metadata or {})
+    metadata[STATS_METADATA_KEY] = json.dumps(asdict(stats)).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def partition_stats(table: pa.Table) -> PartitionStats:
+    """The stats a table from :func:`run_generation` carries (also after a Parquet round trip)."""
+    raw = (table.schema.metadata or {}).get(STATS_METADATA_KEY)
+    if raw is None:
+        raise ValueError("this generations table carries no partition stats; was it made by run_generation?")
+    return PartitionStats(**json.loads(raw))

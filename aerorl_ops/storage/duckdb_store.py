@@ -1,0 +1,111 @@
+"""Idempotent writes to the report database.
+
+Every write replaces one partition's rows: delete the rows matching the partition key, then
+insert, in one transaction. Values always travel as SQL parameters or registered Arrow
+tables; only table and column names from ``TableSpec`` constants in code appear in SQL text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+import duckdb
+import pyarrow as pa
+
+from aerorl_ops.storage.schema import BENCHMARK_TABLES, RUNS, TableSpec
+
+def ensure_tables(conn: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec] = BENCHMARK_TABLES) -> None:
+    for spec in specs:
+        conn.execute(spec.ddl())
+
+
+def replace_partition(conn: duckdb.DuckDBPyConnection, spec: TableSpec, key: Mapping[str, object],
+                      rows: pa.Table) -> int:
+    """Replace the rows of ``spec`` matching ``key`` with ``rows``, atomically. Returns rows inserted."""
+    return replace_partitions(conn, [PartitionWrite(spec, key, rows)])[0]
+
+
+class PartitionWrite(NamedTuple):
+    """Rows that replace one partition of one table. ``key`` names exactly its partition columns."""
+
+    spec: TableSpec
+    key: Mapping[str, object]
+    rows: pa.Table
+
+
+def replace_partitions(conn: duckdb.DuckDBPyConnection, writes: Sequence[PartitionWrite]) -> list[int]:
+    """Apply several partition replacements in ONE transaction: all land, or none do.
+
+    Every row must carry its write's key values (checked), so a write never touches another
+    partition. Returns the rows inserted per write.
+    """
+    staged = [_validated(write) for write in writes]
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for write, rows in zip(writes, staged):
+            spec = write.spec
+            columns = ", ".join(spec.column_names)
+            where = " AND ".join(f"{column} = ?" for column in spec.partition_columns)
+            conn.execute(f"DELETE FROM {spec.name} WHERE {where}", [write.key[c] for c in spec.partition_columns])
+            conn.register("_aerorl_staged", rows)
+            conn.execute(f"INSERT INTO {spec.name} ({columns}) SELECT {columns} FROM _aerorl_staged")
+            conn.unregister("_aerorl_staged")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return [rows.num_rows for rows in staged]
+
+
+def _validated(write: PartitionWrite) -> pa.Table:
+    spec, key, rows = write
+    if set(key) != set(spec.partition_columns):
+        raise ValueError(f"{spec.name}: partition key must be {spec.partition_columns}, got {tuple(key)}")
+    missing = [name for name in spec.column_names if name not in rows.column_names]
+    if missing:
+        raise ValueError(f"{spec.name}: rows lack columns {missing}")
+    for column in spec.partition_columns:
+        values = set(rows.column(column).to_pylist())
+        if values - {key[column]}:
+            raise ValueError(f"{spec.name}: rows hold {column} values {sorted(map(str, values))}, "
+                             f"expected only {key[column]!r}")
+    return rows.select(list(spec.column_names))
+
+
+def connect_with_retry(path: str, attempts: int = 40, wait_s: float = 0.25) -> duckdb.DuckDBPyConnection:
+    """Open ``path`` for writing, waiting while another process holds DuckDB's write lock."""
+    for attempt in range(attempts):
+        try:
+            return duckdb.connect(path)
+        except duckdb.IOException as error:
+            if "lock" not in str(error).lower() or attempt == attempts - 1:
+                raise
+            time.sleep(wait_s * (1 + attempt % 4))
+    raise AssertionError("unreachable")
+
+
+def upsert_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> None:
+    """Record a run, or widen an existing run's [started_at, finished_at] window.
+
+    Every partition of a benchmark run calls this with the same ``run_id``; the row keeps the
+    first configuration it was given and the earliest start and latest finish.
+    """
+    columns = RUNS.column_names
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(
+            f"INSERT INTO runs ({', '.join(columns)}) SELECT {', '.join('?' for _ in columns)} "
+            "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
+            [run.get(column) for column in columns] + [run["run_id"]],
+        )
+        conn.execute(
+            "UPDATE runs SET started_at = least(started_at, ?), finished_at = greatest(finished_at, ?) "
+            "WHERE run_id = ?",
+            [run.get("started_at"), run.get("finished_at"), run["run_id"]],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

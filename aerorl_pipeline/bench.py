@@ -1,0 +1,70 @@
+"""`aerorl bench`: materialize the whole benchmark on the persistent local instance."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import dagster as dg
+import duckdb
+from tqdm import tqdm
+
+from aerorl_pipeline.definitions import defs
+from assets.datasets import chartqa_rows, docvqa_rows
+from assets.partitions import BATCH_DIMENSION, MODEL_DIMENSION, benchmark_config
+from assets.runs import BENCHMARK_RUN_TAG
+
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    run_id: str
+    partition_keys: tuple[dg.MultiPartitionKey, ...]
+
+
+def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_id: str | None = None) -> BenchPlan:
+    """Which partitions to run; unknown model keys or batch sizes fail here, before anything loads."""
+    config = benchmark_config()
+    for model in models:
+        config.model(model)
+    unknown = [size for size in batch_sizes if size not in config.batch_sizes]
+    if unknown:
+        raise SystemExit(f"batch sizes {unknown} are not configured in {config.path}; "
+                         f"configured: {list(config.batch_sizes)}")
+    keys = tuple(
+        dg.MultiPartitionKey({MODEL_DIMENSION: model, BATCH_DIMENSION: str(size)})
+        for model in (models or config.model_keys)
+        for size in (batch_sizes or config.batch_sizes)
+    )
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return BenchPlan(run_id or f"bench-{stamp}-{uuid.uuid4().hex[:6]}", keys)
+
+
+def run_bench(plan: BenchPlan, instance: dg.DagsterInstance, refresh_rows: bool = True,
+              show_progress: bool = True) -> list[dg.ExecuteInProcessResult]:
+    tags = {BENCHMARK_RUN_TAG: plan.run_id}
+    results = []
+    if refresh_rows:
+        results.append(dg.materialize([docvqa_rows, chartqa_rows], instance=instance, tags=tags,
+                                      resources=defs.resources, run_config=QUIET_LOGS))
+    job = defs.resolve_job_def("benchmark")
+    for key in tqdm(plan.partition_keys, desc="benchmark partitions", unit="partition", disable=not show_progress):
+        results.append(job.execute_in_process(partition_key=key, instance=instance, tags=tags,
+                                              run_config=QUIET_LOGS))
+    return results
+
+
+def summary_table(database: str, run_id: str) -> str:
+    with duckdb.connect(database, read_only=True) as conn:
+        frame = conn.execute(
+            "SELECT model_key, batch_size, samples, round(samples_per_s, 2) AS samples_per_s, "
+            "round(generated_tokens_per_s, 1) AS tokens_per_s, round(latency_p50_ms, 1) AS p50_ms, "
+            "round(latency_p95_ms, 1) AS p95_ms, round(pass_rate, 3) AS pass_rate, "
+            "round(peak_memory_mb, 1) AS peak_mem_mb FROM benchmark_summary WHERE run_id = ? "
+            "ORDER BY model_key, batch_size",
+            [run_id],
+        ).df()
+    return frame.to_string(index=False)

@@ -1,0 +1,89 @@
+"""``benchmark_report``: one partition's generations, scores and summary land in DuckDB.
+
+All three tables are replaced for (run_id, model_key, batch_size) in one transaction, so a
+failed or repeated write never leaves partial or duplicate rows. Writes queue on the
+``duckdb_writer`` pool, so parallel partitions never contend for DuckDB's single writer.
+"""
+
+
+import hashlib
+import json
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
+
+import dagster as dg
+import pandas as pd
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.generation.partition_run import partition_stats
+from aerorl_ops.reporting.partition_summary import summary_row
+from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions, upsert_run
+from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REWARD_SCORES
+from assets.metadata import markdown_preview
+from assets.partitions import benchmark_config, benchmark_partitions, partition_parts
+from assets.runs import benchmark_run_id, git_sha, library_versions
+
+
+def with_key(frame: pd.DataFrame, run_id: str, model_key: str, batch_size: int, **extra) -> pa.Table:
+    keyed = frame.assign(run_id=run_id, model_key=model_key, batch_size=batch_size, **extra)
+    return pa.Table.from_pandas(keyed, preserve_index=False)
+
+
+def input_hashes(docvqa_rows: pa.Table, chartqa_rows: pa.Table) -> dict[str, str]:
+    """SHA-256 over each dataset's (sample id, answers, image hash), in row order."""
+    hashes = {}
+    for name, table in (("docvqa_rows", docvqa_rows), ("chartqa_rows", chartqa_rows)):
+        digest = hashlib.sha256()
+        for record in table.select(["sample_id", "answers", "image_sha256"]).to_pylist():
+            digest.update(json.dumps(record, sort_keys=True).encode())
+        hashes[name] = digest.hexdigest()
+    return hashes
+
+
+@dg.asset(group_name="benchmark", partitions_def=benchmark_partitions, pool="duckdb_writer",
+          kinds={"duckdb"})
+def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, generations: pa.Table,
+                     reward_scores: pa.Table, docvqa_rows: pa.Table,
+                     chartqa_rows: pa.Table) -> dg.MaterializeResult:
+    """Write the partition's `generations`, `reward_scores` and `benchmark_summary` rows and its `runs` row."""
+    model_key, batch_size = partition_parts(context)
+    run_id = benchmark_run_id(context)
+    stats = partition_stats(generations)
+    gen_frame = generations.to_pandas()
+    score_frame = reward_scores.to_pandas()
+    summary = summary_row(gen_frame, score_frame, stats)
+    key = {"run_id": run_id, "model_key": model_key, "batch_size": batch_size}
+    writes = [
+        PartitionWrite(GENERATIONS, key, with_key(gen_frame.drop(columns=["batch_size"]), run_id, model_key,
+                                                  batch_size, dagster_run_id=context.run_id)),
+        PartitionWrite(REWARD_SCORES, key, with_key(score_frame, run_id, model_key, batch_size)),
+        PartitionWrite(BENCHMARK_SUMMARY, key, with_key(pd.DataFrame([summary]), run_id, model_key, batch_size)),
+    ]
+    bench = benchmark_config()
+    finished = datetime.now(timezone.utc)
+    with duckdb.get_connection() as conn:
+        ensure_tables(conn)
+        inserted = replace_partitions(conn, writes)
+        upsert_run(conn, {
+            "run_id": run_id, "kind": "benchmark",
+            "started_at": finished - timedelta(seconds=stats.wall_s + stats.model_load_s),
+            "finished_at": finished, "git_sha": git_sha(),
+            "config": json.dumps({"benchmark": bench.path, "models": [asdict(m) for m in bench.models],
+                                  "batch_sizes": list(bench.batch_sizes), "max_new_tokens": bench.max_new_tokens,
+                                  "rewards": json.loads(score_frame["reward_config"].iloc[0])
+                                  if len(score_frame) else None}),
+            "seeds": json.dumps({"benchmark": bench.seed}),
+            "library_versions": json.dumps(library_versions()),
+            "input_hashes": json.dumps(input_hashes(docvqa_rows, chartqa_rows)),
+        })
+    shown = {k: v for k, v in summary.items() if k in ("samples", "samples_per_s", "generated_tokens_per_s",
+                                                        "latency_p50_ms", "latency_p95_ms", "pass_rate",
+                                                        "peak_memory_mb")}
+    return dg.MaterializeResult(metadata={
+        "run_id": run_id,
+        "generations_rows": inserted[0],
+        "reward_scores_rows": inserted[1],
+        "summary": markdown_preview(pd.DataFrame([shown])),
+        **{k: float(v) for k, v in shown.items() if v is not None},
+    })

@@ -1,0 +1,53 @@
+"""Typed resources: the model runtime (device, threads, model cache) and the report database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import torch
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.config.benchmark import ModelEntry
+from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
+from aerorl_ops.models.sources import TORCH_DTYPES, model_source
+from assets.io_managers import ParquetTableIOManager
+from assets.project import DATA_DIR, DUCKDB_PATH
+
+
+class ModelRuntime(dg.ConfigurableResource):
+    """How models are loaded and run.
+
+    device: "auto" (CUDA when visible, else CPU), "cpu" or "cuda[:N]".
+    torch_threads: torch intra-op threads; 0 keeps torch's default. Set 1 when several
+        partitions run at once on a small machine, so their threads do not thrash.
+    local_files_only: never reach for a model hub (the default: nightly runs are offline).
+    models_dir: where embedded models are built.
+    telemetry_interval_s: how often GPU/process telemetry is sampled during generation.
+    """
+
+    device: str = "auto"
+    torch_threads: int = 0
+    local_files_only: bool = True
+    models_dir: str = str(DATA_DIR / "models")
+    telemetry_interval_s: float = 0.2
+
+    def torch_device(self) -> torch.device:
+        return resolve_device(self.device)
+
+    def apply_threads(self) -> None:
+        if self.torch_threads > 0:
+            torch.set_num_threads(self.torch_threads)
+
+    def load(self, entry: ModelEntry) -> LoadedVLM:
+        self.apply_threads()
+        source = model_source(entry, Path(self.models_dir), self.local_files_only)
+        return load_vlm(source, self.torch_device(), TORCH_DTYPES[entry.dtype])
+
+
+def default_resources() -> dict[str, object]:
+    return {
+        "model_runtime": ModelRuntime(),
+        "duckdb": DuckDBResource(database=str(DUCKDB_PATH)),
+        "io_manager": ParquetTableIOManager(base_dir=str(DATA_DIR / "cache")),
+    }
