@@ -1,0 +1,242 @@
+"""Loaders for Hugging Face dataset files a user already has on disk (no network).
+
+Accepted files: Parquet shards as stored on the hub, and ``.arrow`` files from a
+``datasets`` cache (Arrow IPC stream format; the IPC file format is accepted too).
+
+Column facts, checked against the dataset cards and lmms-eval task files:
+
+* ``lmms-lab/DocVQA``, config ``DocVQA`` (card, revision 59fed3c, ``dataset_info``):
+  ``questionId`` string, ``question`` string, ``question_types`` sequence of string,
+  ``image`` image (stored as struct ``{bytes, path}``), ``docId`` int64,
+  ``ucsf_document_id`` string, ``ucsf_document_page_no`` string, ``answers`` sequence of
+  string, ``data_split`` string; splits ``train`` / ``validation`` / ``test``. lmms-eval
+  (``lmms_eval/tasks/docvqa/_default_template_docvqa_yaml``) uses
+  ``dataset_name: DocVQA``, ``doc_to_target: "answers"``; its test task only writes a
+  submission file, as test answers are withheld, so test rows carry null/absent answers.
+  ``HuggingFaceM4/DocumentVQA`` has the same columns with ``questionId`` as int32, which
+  is accepted too.
+* ``HuggingFaceM4/ChartQA`` (card ``dataset_info``): ``image`` image, ``query`` string,
+  ``label`` list of string, ``human_or_machine`` class label (0 human, 1 machine, int64
+  in Parquet); splits ``train`` / ``val`` / ``test`` (note ``val``, not ``validation``).
+  lmms-eval's ``chartqa`` task reads ``lmms-lab/ChartQA`` instead, whose columns differ
+  (``question`` / ``answer`` / ``type``); that layout is not handled here.
+
+Sample ids: ``docvqa-<questionId>``; ``chartqa-<split>-<index>`` where ``index`` counts
+records across the given files in sorted path order (the hub's shard names sort in
+order, so the index equals the row's position in the split when all shards are given).
+Every record read becomes either a row or a :class:`RejectedRow`; a repeated sample id
+is rejected as a duplicate, and an image stored only as a path (null ``bytes``; hub
+files embed the bytes) is rejected as "missing image bytes". ``evidence_entities`` is
+left to default to the answers, as these datasets carry no grounding annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aerorl_ops.rows.load_result import LoadResult, RejectedRow
+from aerorl_ops.rows.table_files import MissingColumnError, TableFile, TableFileError
+from aerorl_ops.rows.validation import DEFAULT_CHECKS, RowCandidate, RowChecks, validate_row
+
+Record = Mapping[str, Any]
+
+
+class HubDatasetLoader:
+    """How one hub dataset's columns map onto a :class:`RowCandidate`.
+
+    Subclasses set the column names and say how a sample id is formed.
+    """
+
+    name: str
+    hub_id: str
+    question_column: str
+    answers_column: str
+    image_column = "image"
+    id_columns: tuple[str, ...] = ()
+
+    def sample_id(self, record: Record, split: str, index: int) -> str | None:
+        raise NotImplementedError
+
+    def required_columns(self, checks: RowChecks) -> tuple[str, ...]:
+        columns = (*self.id_columns, self.question_column, self.image_column)
+        return columns if checks.allow_unanswered else (*columns, self.answers_column)
+
+    def missing_column_hint(self, column: str) -> str:
+        hint = f"Pass {self.hub_id} files in their original schema"
+        if column == self.answers_column:
+            hint += "; a split without answers (e.g. DocVQA test) loads with RowChecks(allow_unanswered=True)"
+        return hint
+
+    def load(
+        self,
+        paths: Sequence[Path],
+        split: str,
+        limit: int | None = None,
+        checks: RowChecks = DEFAULT_CHECKS,
+    ) -> LoadResult:
+        """Read at most ``limit`` records (accepted plus rejected) from ``paths``."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"{self.name}: limit must be >= 0 or None, got {limit}")
+        if not split:
+            raise ValueError(f"{self.name}: split must be a non-empty name such as 'validation'")
+        files = self._open_files(paths, checks)
+        result = LoadResult()
+        first_locator: dict[str, str] = {}
+        for index, (table_file, row_in_file, record) in enumerate(self._records(files, checks)):
+            if limit is not None and index >= limit:
+                break
+            locator = f"{table_file.path}#row={row_in_file}"
+            candidate = self._candidate(record, split, str(table_file.path), locator, index)
+            outcome = validate_row(candidate, checks)
+            if isinstance(outcome, RejectedRow):
+                result.rejected.append(outcome)
+            elif outcome.sample_id in first_locator:
+                reason = f"duplicate sample id (first seen at {first_locator[outcome.sample_id]})"
+                result.rejected.append(RejectedRow(outcome.source, locator, outcome.sample_id, reason))
+            else:
+                first_locator[outcome.sample_id] = locator
+                result.rows.append(outcome)
+        return result
+
+    def _open_files(self, paths: Sequence[Path], checks: RowChecks) -> list[TableFile]:
+        paths = sorted(Path(path) for path in paths)
+        if not paths:
+            raise ValueError(f"{self.name}: no data files given; pass the .parquet or .arrow files of one split")
+        for earlier, later in zip(paths, paths[1:]):
+            if earlier.resolve() == later.resolve():
+                raise ValueError(f"{self.name}: file {later} is given twice; pass each file once")
+        files = [TableFile(path) for path in paths]
+        for table_file in files:
+            for column in self.required_columns(checks):
+                if column not in table_file.schema.names:
+                    hint = self.missing_column_hint(column)
+                    raise MissingColumnError(table_file.path, column, table_file.schema.names, hint)
+        return files
+
+    def _records(self, files: list[TableFile], checks: RowChecks) -> Iterator[tuple[TableFile, int, Record]]:
+        for table_file in files:
+            wanted = (*self.required_columns(checks), self.answers_column)
+            columns = [name for name in dict.fromkeys(wanted) if name in table_file.schema.names]
+            row_in_file = 0
+            for batch in table_file.batches(columns):
+                values = {name: self._python_values(table_file, name, batch.column(name)) for name in columns}
+                for position in range(batch.num_rows):
+                    yield table_file, row_in_file, {name: values[name][position] for name in columns}
+                    row_in_file += 1
+
+    def _python_values(self, table_file: TableFile, name: str, array: pa.Array) -> list[Any]:
+        if name == self.image_column:
+            return _image_bytes_values(table_file, name, array)
+        return _text_preserving_values(array)
+
+    def _candidate(self, record: Record, split: str, source: str, locator: str, index: int) -> RowCandidate:
+        return RowCandidate(
+            sample_id=self.sample_id(record, split, index),
+            dataset=self.name,
+            split=split,
+            source=source,
+            locator=locator,
+            question=record[self.question_column],
+            answers=record.get(self.answers_column),
+            image_bytes=record[self.image_column],
+        )
+
+
+class DocVQALoader(HubDatasetLoader):
+    """``lmms-lab/DocVQA`` (config ``DocVQA``); ids ``docvqa-<questionId>``."""
+
+    name = "docvqa"
+    hub_id = "lmms-lab/DocVQA"
+    question_column = "question"
+    answers_column = "answers"
+    id_columns = ("questionId",)
+
+    def sample_id(self, record: Record, split: str, index: int) -> str | None:
+        question_id = record["questionId"]
+        if isinstance(question_id, bytes):
+            question_id = question_id.decode("utf-8", errors="replace")
+        if question_id is None or str(question_id).strip() == "":
+            return None
+        return f"docvqa-{str(question_id).strip()}"
+
+
+class ChartQALoader(HubDatasetLoader):
+    """``HuggingFaceM4/ChartQA``; ids ``chartqa-<split>-<index>``."""
+
+    name = "chartqa"
+    hub_id = "HuggingFaceM4/ChartQA"
+    question_column = "query"
+    answers_column = "label"
+
+    def sample_id(self, record: Record, split: str, index: int) -> str | None:
+        return f"chartqa-{split}-{index}"
+
+
+def _text_preserving_values(array: pa.Array) -> list[Any]:
+    """Python values with text left as ``bytes`` so bad UTF-8 is reported per row, not per file."""
+    kind = array.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        array = array.cast(pa.large_binary())
+    elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+        pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
+    ):
+        array = array.cast(pa.list_(pa.large_binary()))
+    return array.to_pylist()
+
+
+def _image_bytes_values(table_file: TableFile, name: str, array: pa.Array) -> list[bytes | None]:
+    """Encoded image bytes from a ``datasets`` Image column (struct ``{bytes, path}``) or a binary column."""
+    kind = array.type
+    if pa.types.is_struct(kind) and kind.get_field_index("bytes") >= 0:
+        return pc.struct_field(array, "bytes").to_pylist()
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return array.to_pylist()
+    raise TableFileError(
+        f"{table_file.path}: column '{name}' has type {kind}; expected a datasets Image struct "
+        "{bytes, path} or binary image bytes"
+    )
+
+
+DOCVQA = DocVQALoader()
+CHARTQA = ChartQALoader()
+DATASET_LOADERS: dict[str, HubDatasetLoader] = {
+    key.lower(): loader for loader in (DOCVQA, CHARTQA) for key in (loader.name, loader.hub_id)
+}
+
+
+def loader_for(dataset: str) -> HubDatasetLoader:
+    """The loader registered under ``dataset`` (short name or hub id, any case)."""
+    try:
+        return DATASET_LOADERS[dataset.lower()]
+    except KeyError:
+        raise ValueError(f"unknown dataset {dataset!r}; known: {sorted(DATASET_LOADERS)}") from None
+
+
+def load_dataset_files(
+    dataset: str,
+    paths: Iterable[Path],
+    split: str,
+    limit: int | None = None,
+    checks: RowChecks = DEFAULT_CHECKS,
+) -> LoadResult:
+    """Load files of the dataset registered as ``dataset`` (e.g. ``"docvqa"``, ``"HuggingFaceM4/ChartQA"``)."""
+    return loader_for(dataset).load(list(paths), split, limit, checks)
+
+
+def load_docvqa_files(
+    paths: Iterable[Path], split: str, limit: int | None = None, checks: RowChecks = DEFAULT_CHECKS
+) -> LoadResult:
+    """Load ``lmms-lab/DocVQA`` Parquet/Arrow files of one split. Test split: pass ``allow_unanswered``."""
+    return DOCVQA.load(list(paths), split, limit, checks)
+
+
+def load_chartqa_files(
+    paths: Iterable[Path], split: str, limit: int | None = None, checks: RowChecks = DEFAULT_CHECKS
+) -> LoadResult:
+    """Load ``HuggingFaceM4/ChartQA`` Parquet/Arrow files of one split (``train``, ``val`` or ``test``)."""
+    return CHARTQA.load(list(paths), split, limit, checks)

@@ -1,0 +1,180 @@
+"""Checks that turn one raw dataset record into a :class:`Row` or a :class:`RejectedRow`.
+
+A record is rejected, never silently dropped, when:
+
+* it has no sample id;
+* its question is missing, blank, not valid UTF-8 or longer than ``MAX_QUESTION_CHARS``;
+* it has no answer aliases (unless ``RowChecks.allow_unanswered``), or an alias is not
+  valid UTF-8 or longer than ``MAX_ALIAS_CHARS``;
+* its image bytes are missing, fail ``PIL.Image.verify()``, fail a full decode
+  (truncated files often pass ``verify()``; a fresh ``load()`` catches them), or hold
+  more than ``max_image_pixels`` pixels.
+
+Normalisation: the question and each alias are stripped of surrounding whitespace;
+``None`` and blank aliases are skipped; aliases are deduplicated keeping first order.
+
+Truncated-file detection relies on ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` being left
+at its default ``False``; this module never changes it.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from PIL import Image
+
+from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.row import Row
+
+MAX_QUESTION_CHARS = 4_096
+MAX_ALIAS_CHARS = 1_024
+# 36 MP = 6000 x 6000; DocVQA's largest scans are well below it.
+MAX_IMAGE_PIXELS = 36_000_000
+
+
+@dataclass(frozen=True)
+class RowChecks:
+    """Thresholds and switches for :func:`validate_row`."""
+
+    max_question_chars: int = MAX_QUESTION_CHARS
+    max_alias_chars: int = MAX_ALIAS_CHARS
+    max_image_pixels: int = MAX_IMAGE_PIXELS
+    allow_unanswered: bool = False
+    """Keep rows with no answer aliases (e.g. DocVQA test, whose answers are withheld)."""
+
+
+DEFAULT_CHECKS = RowChecks()
+
+TextValue = str | bytes | None
+
+
+@dataclass(frozen=True)
+class RowCandidate:
+    """One record as it came out of a file or generator, before any check.
+
+    Text fields may still be ``bytes`` (decoded here as UTF-8) or ``None``.
+    """
+
+    sample_id: str | None
+    dataset: str
+    split: str
+    source: str
+    locator: str
+    question: TextValue
+    answers: Sequence[TextValue] | None
+    image_bytes: bytes | None
+    evidence_entities: tuple[str, ...] = ()
+
+
+class _Reject(Exception):
+    """Internal: carries the rejection reason out of a nested check."""
+
+
+def validate_row(candidate: RowCandidate, checks: RowChecks = DEFAULT_CHECKS) -> Row | RejectedRow:
+    """Return the checked :class:`Row`, or a :class:`RejectedRow` saying what is wrong.
+
+    >>> from aerorl_ops.rows.validation import RowCandidate, validate_row
+    >>> bad = RowCandidate("s1", "docvqa", "validation", "f.parquet", "f.parquet#row=0",
+    ...                    question="  ", answers=["4"], image_bytes=b"")
+    >>> validate_row(bad).reason
+    'empty question'
+    """
+    try:
+        if not candidate.sample_id:
+            raise _Reject("missing sample id")
+        question = _checked_question(candidate.question, checks)
+        answers = _checked_answers(candidate.answers, checks)
+        image_bytes = _checked_image(candidate.image_bytes, checks)
+    except _Reject as rejection:
+        return RejectedRow(
+            source=candidate.source,
+            locator=candidate.locator,
+            sample_id=candidate.sample_id or None,
+            reason=str(rejection),
+        )
+    return Row(
+        sample_id=candidate.sample_id,
+        dataset=candidate.dataset,
+        split=candidate.split,
+        question=question,
+        answers=answers,
+        image_bytes=image_bytes,
+        source=candidate.source,
+        evidence_entities=candidate.evidence_entities,
+    )
+
+
+def _decoded(value: str | bytes, what: str) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _Reject(f"{what} is not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    if isinstance(value, str):
+        return value
+    raise _Reject(f"{what} is a {type(value).__name__}, expected text")
+
+
+def _checked_question(value: TextValue, checks: RowChecks) -> str:
+    if value is None:
+        raise _Reject("missing question")
+    question = _decoded(value, "question").strip()
+    if not question:
+        raise _Reject("empty question")
+    if len(question) > checks.max_question_chars:
+        raise _Reject(f"question too long: {len(question)} chars > {checks.max_question_chars}")
+    return question
+
+
+def _checked_answers(values: Sequence[TextValue] | None, checks: RowChecks) -> tuple[str, ...]:
+    aliases: list[str] = []
+    for index, value in enumerate(values or ()):
+        if value is None:
+            continue
+        alias = _decoded(value, f"answer alias {index}").strip()
+        if len(alias) > checks.max_alias_chars:
+            raise _Reject(f"answer alias {index} too long: {len(alias)} chars > {checks.max_alias_chars}")
+        if alias and alias not in aliases:
+            aliases.append(alias)
+    if not aliases and not checks.allow_unanswered:
+        raise _Reject("no answers")
+    return tuple(aliases)
+
+
+def _checked_image(image_bytes: bytes | None, checks: RowChecks) -> bytes:
+    if not image_bytes:
+        raise _Reject("missing image bytes")
+    problem = image_problem(image_bytes, checks.max_image_pixels)
+    if problem:
+        raise _Reject(problem)
+    return image_bytes
+
+
+def image_problem(image_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS) -> str | None:
+    """Why these encoded bytes are not a usable image, or ``None`` when they are.
+
+    Size is read from the header first, so an oversized image is never decoded.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(image_bytes)) as image:
+                width, height = image.size
+                if width * height > max_pixels:
+                    return f"image too large: {width}x{height} = {width * height} pixels > limit {max_pixels}"
+                image.verify()
+        except Image.DecompressionBombError as error:
+            return f"image too large: {error}"
+        except Image.UnidentifiedImageError:
+            return f"corrupt image: {len(image_bytes)} bytes in no format PIL recognises"
+        except Exception as error:  # PIL raises many types for bad bytes
+            return f"corrupt image: {type(error).__name__}: {error}"
+        try:
+            with Image.open(io.BytesIO(image_bytes)) as image:
+                image.load()
+        except Exception as error:
+            return f"truncated or undecodable image: {type(error).__name__}: {error}"
+    return None
