@@ -1,10 +1,165 @@
-"""``rl_run``: placeholder until the training issue lands. It trains nothing and says so."""
+"""``rl_run``: masked-loss RL of a policy against a frozen quantized reference.
 
+A short supervised warm-up teaches the answer format, then GRPO (or REINFORCE++) trains
+against the warm-up model, loaded through bitsandbytes. Per-step metrics, evaluations and the
+run land in DuckDB; checkpoints under ``data/checkpoints/<run>``. Rerunning the same config
+resumes from the latest checkpoint.
+"""
+
+import hashlib
+import json
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
+import pandas as pd
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.models.sources import model_source
+from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
+from aerorl_ops.rl.stats import StepStats
+from aerorl_ops.rl.training_run import EvalResult, TrainingPlan, run_training
+from aerorl_ops.rows import synthetic_chartqa_rows, synthetic_docvqa_rows
+from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
+from aerorl_ops.storage.schema import TRAINING_EVALS, TRAINING_RUNS, TRAINING_STEPS, TRAINING_TABLES
+from aerorl_ops.telemetry import TelemetrySampler
+from assets.metadata import markdown_preview
+from assets.partitions import benchmark_config
+from assets.project import DATA_DIR
+from assets.resources import ModelRuntime
+
+TRAIN_SEED_OFFSET = 1000
+EVAL_SEED_OFFSET = 2000
 
 
-@dg.asset(group_name="training", kinds={"pytorch"})
-def rl_run(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """Masked-loss RL against a frozen quantized reference — not implemented yet."""
-    raise NotImplementedError("rl_run does not train yet: RL training is tracked as its own issue")
+class TrainingConfig(dg.Config):
+    """base_model: a model key from config/benchmark.toml, or a checkpoint directory.
+    steps: RL steps after ``warmup_steps`` supervised steps. quant_bits: reference as nf4 (4),
+    int8 (8) or unquantized (16). Rows are synthetic, seeded apart from the benchmark's rows
+    (train: seed+1000, held-out: seed+2000), so the benchmark never scores training rows."""
+
+    base_model: str = "tiny-qwen2-vl"
+    algorithm: str = "grpo"
+    steps: int = 40
+    warmup_steps: int = 120
+    group_size: int = 6
+    prompts_per_step: int = 4
+    learning_rate: float = 1e-3
+    warmup_learning_rate: float = 3e-3
+    kl_coef: float = 0.04
+    quant_bits: int = 4
+    seed: int = 0
+    max_new_tokens: int = 16
+    eval_interval: int = 10
+    checkpoint_interval: int = 20
+    train_rows: int = 64
+    eval_rows: int = 16
+    run_name: str = ""
+    resume: bool = True
+
+    def rl_config(self) -> AeroRLConfig:
+        config = AeroRLConfig(quant_ref_bits=self.quant_bits, algorithm=self.algorithm, group_size=self.group_size,
+                              learning_rate=self.learning_rate, kl_coef=self.kl_coef, seed=self.seed,
+                              max_new_tokens=self.max_new_tokens)
+        config.validate()
+        return config
+
+    def plan(self) -> TrainingPlan:
+        return TrainingPlan(warmup_steps=self.warmup_steps, warmup_learning_rate=self.warmup_learning_rate,
+                            rl_steps=self.steps, prompts_per_step=self.prompts_per_step,
+                            eval_interval=self.eval_interval, checkpoint_interval=self.checkpoint_interval)
+
+    def run_id(self) -> str:
+        """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed)."""
+        if self.run_name:
+            return self.run_name
+        settings = {k: v for k, v in self.model_dump().items() if k not in ("run_name", "resume")}
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+        return f"rl-{self.algorithm}-s{self.seed}-{digest}"
+
+
+def resolve_base_model(base_model: str, runtime: ModelRuntime) -> str:
+    """A model key from the benchmark config, else an existing checkpoint directory."""
+    bench = benchmark_config()
+    if base_model in bench.model_keys:
+        return model_source(bench.model(base_model), Path(runtime.models_dir), runtime.local_files_only).location
+    if Path(base_model).expanduser().is_dir():
+        return str(Path(base_model).expanduser().resolve())
+    raise dg.Failure(f"rl_run config base_model={base_model!r} is neither a model key in {bench.path} "
+                     f"({', '.join(bench.model_keys)}) nor a checkpoint directory")
+
+
+def training_tables(run_id: str, config: TrainingConfig, steps: list[StepStats], evals: list[EvalResult],
+                    run_record: dict) -> list[PartitionWrite]:
+    latest_steps = {s.step: s for s in steps}  # a resumed run re-records steps after its checkpoint
+    step_rows = pd.DataFrame([{"run_id": run_id, **s.as_record()} for _, s in sorted(latest_steps.items())],
+                             columns=TRAINING_STEPS.column_names)
+    eval_rows = pd.DataFrame([{"run_id": run_id, "step": e.step, "phase": e.phase, "reward_mean": e.reward_mean,
+                               **{f"{k}_mean": v for k, v in e.component_means.items()}, "samples": e.samples}
+                              for e in evals], columns=TRAINING_EVALS.column_names)
+    key = {"run_id": run_id}
+    return [
+        PartitionWrite(TRAINING_RUNS, key, pa.Table.from_pylist([run_record])),
+        PartitionWrite(TRAINING_STEPS, key, pa.Table.from_pandas(step_rows, preserve_index=False)),
+        PartitionWrite(TRAINING_EVALS, key, pa.Table.from_pandas(eval_rows, preserve_index=False)),
+    ]
+
+
+@dg.asset(group_name="training", kinds={"pytorch", "duckdb"})
+def rl_run(context: dg.AssetExecutionContext, config: TrainingConfig, model_runtime: ModelRuntime,
+           duckdb: DuckDBResource) -> dg.MaterializeResult:
+    """Supervised warm-up, then RL against a frozen quantized reference; metrics to DuckDB."""
+    rl_config = config.rl_config()
+    plan = config.plan()
+    run_id = config.run_id()
+    base = resolve_base_model(config.base_model, model_runtime)
+    model_runtime.apply_threads()
+    seed = benchmark_config().seed + config.seed
+    half = config.train_rows // 2
+    train = (synthetic_docvqa_rows(half, seed + TRAIN_SEED_OFFSET, "train")
+             + synthetic_chartqa_rows(config.train_rows - half, seed + TRAIN_SEED_OFFSET, "train"))
+    held_out = (synthetic_docvqa_rows(config.eval_rows // 2, seed + EVAL_SEED_OFFSET, "heldout")
+                + synthetic_chartqa_rows(config.eval_rows - config.eval_rows // 2, seed + EVAL_SEED_OFFSET, "heldout"))
+    run_dir = DATA_DIR / "checkpoints" / run_id
+    started, clock = datetime.now(timezone.utc), time.perf_counter()
+
+    def on_step(stats: StepStats) -> None:
+        rate = stats.step / max(time.perf_counter() - clock, 1e-9)
+        context.log.info(f"step {stats.step}/{plan.total_steps} ({stats.phase}) loss {stats.loss:.4f} "
+                         f"reward {stats.reward_mean} kl {stats.kl}; ETA {(plan.total_steps - stats.step) / rate:.0f} s")
+
+    def on_eval(evaluation: EvalResult) -> None:
+        context.log.info(f"eval at step {evaluation.step} ({evaluation.phase}): reward {evaluation.reward_mean:.4f}")
+
+    with TelemetrySampler(interval_s=model_runtime.telemetry_interval_s,
+                          device=model_runtime.torch_device()) as sampler:
+        result = run_training(base, run_dir, rl_config, plan, train, held_out, benchmark_config().rewards,
+                              device=model_runtime.device, on_step=on_step, on_eval=on_eval, resume=config.resume)
+    run_record = {
+        "run_id": run_id, "base_model": base, "algorithm": rl_config.algorithm,
+        "quant_ref_bits": rl_config.quant_ref_bits,
+        "reference_quantization_mode": REFERENCE_QUANTIZATIONS[rl_config.quant_ref_bits].mode,
+        "reference_source": result.reference_source, "final_checkpoint": str(result.final_checkpoint),
+        "steps": plan.total_steps, "resumed_from_step": result.resumed_from_step,
+        "config": json.dumps({"training": config.model_dump(), "aerorl": asdict(rl_config)}),
+        "started_at": started, "finished_at": datetime.now(timezone.utc),
+        "telemetry": json.dumps(sampler.summary().as_record()),
+    }
+    with duckdb.get_connection() as conn:
+        ensure_tables(conn, TRAINING_TABLES)
+        replace_partitions(conn, training_tables(run_id, config, result.steps, result.evals, run_record))
+    evals = pd.DataFrame([{"step": e.step, "phase": e.phase, "reward_mean": round(e.reward_mean, 4),
+                           **{k: round(v, 4) for k, v in e.component_means.items()}} for e in result.evals])
+    warmup = next((e.reward_mean for e in result.evals if e.phase == "warmup"), None)
+    return dg.MaterializeResult(metadata={
+        "run_id": run_id,
+        "final_checkpoint": dg.MetadataValue.path(str(result.final_checkpoint)),
+        "reference_quantization_mode": run_record["reference_quantization_mode"],
+        "final_reward": result.evals[-1].reward_mean,
+        "warmup_reward": warmup,
+        "evaluations": markdown_preview(evals, rows=50),
+    })

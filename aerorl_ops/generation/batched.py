@@ -87,7 +87,16 @@ def decode_image(row: Row) -> Image.Image:
     return Image.open(io.BytesIO(row.image_bytes)).convert("RGB")
 
 
-def _eos_token_ids(loaded: LoadedVLM) -> list[int]:
+def encode_prompts(loaded: LoadedVLM, rows: Sequence[Row]):
+    """Chat-templated prompts with their images, left-padded, on the model's device."""
+    processor = loaded.processor
+    texts = [processor.apply_chat_template(chat_messages(r.question), add_generation_prompt=True, tokenize=False)
+             for r in rows]
+    inputs = processor(text=texts, images=[decode_image(r) for r in rows], return_tensors="pt", padding=True)
+    return inputs.to(loaded.device)
+
+
+def eos_token_ids(loaded: LoadedVLM) -> list[int]:
     eos = loaded.model.generation_config.eos_token_id
     if eos is None:
         eos = loaded.tokenizer.eos_token_id
@@ -97,14 +106,11 @@ def _eos_token_ids(loaded: LoadedVLM) -> list[int]:
 def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationSettings,
                    batch_index: int = 0) -> list[GeneratedSample]:
     """Generate for ``rows`` in one left-padded batch."""
-    processor, model = loaded.processor, loaded.model
-    texts = [processor.apply_chat_template(chat_messages(r.question), add_generation_prompt=True, tokenize=False)
-             for r in rows]
-    inputs = processor(text=texts, images=[decode_image(r) for r in rows], return_tensors="pt", padding=True)
-    inputs = inputs.to(loaded.device)
+    model = loaded.model
+    inputs = encode_prompts(loaded, rows)
     prompt_length = inputs["input_ids"].shape[1]
     vision = vision_token_mask(inputs["input_ids"], model.config)  # [B, T]
-    eos_ids = _eos_token_ids(loaded)
+    eos_ids = eos_token_ids(loaded)
     clock = CompletionClock(eos_ids, len(rows))
     if settings.do_sample:
         torch.manual_seed(settings.seed + batch_index)
@@ -125,7 +131,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationS
     finish_s = clock.seconds_per_row()
     samples = []
     for i, row in enumerate(rows):
-        tokens = _trim_after_eos(new_tokens[i].tolist(), eos_ids, loaded.tokenizer.pad_token_id)
+        tokens = trim_after_eos(new_tokens[i].tolist(), eos_ids)
         text_tokens = int(inputs["attention_mask"][i].sum()) - int(vision[i].sum())
         samples.append(GeneratedSample(
             sample_id=row.sample_id,
@@ -143,7 +149,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationS
     return samples
 
 
-def _trim_after_eos(tokens: list[int], eos_ids: list[int], pad_id: int | None) -> list[int]:
+def trim_after_eos(tokens: list[int], eos_ids: list[int]) -> list[int]:
     """New tokens up to and including the first EOS; padding after it is not generated text."""
     for position, token in enumerate(tokens):
         if token in eos_ids:

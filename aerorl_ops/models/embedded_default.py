@@ -26,7 +26,7 @@ from transformers import PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForCondi
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
 from aerorl_ops.models.chat_template import QWEN2_VL_CHAT_TEMPLATE, QWEN_SPECIAL_TOKENS
-from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
+from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor, save_processor
 from aerorl_ops.models.tokenizer_corpus import tokenizer_training_corpus
 
 BUILD_MARKER = "aerorl_embedded.json"
@@ -174,17 +174,5 @@ def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
     model.generation_config.pad_token_id = config.text_config.pad_token_id
 
     model.save_pretrained(output_dir)
-    processor.save_pretrained(output_dir)
-    _declare_stock_processor_class(output_dir)
+    save_processor(processor, output_dir)
     (output_dir / BUILD_MARKER).write_text(json.dumps(asdict(spec), indent=2, sort_keys=True))
-
-
-def _declare_stock_processor_class(output_dir: Path) -> None:
-    """Save the processor as a stock ``Qwen2VLProcessor`` so other tools load it with AutoProcessor."""
-    for name in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"):
-        path = output_dir / name
-        if path.exists():
-            config = json.loads(path.read_text())
-            if "processor_class" in config:
-                config["processor_class"] = "Qwen2VLProcessor"
-                path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

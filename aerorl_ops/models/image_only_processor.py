@@ -8,6 +8,9 @@ stock image path (the same image processor, chat template and image-token expans
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
 from transformers.processing_utils import ProcessorMixin
 
@@ -21,3 +24,18 @@ class Qwen2VLImageOnlyProcessor(Qwen2VLProcessor):
         self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
         self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
         ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+
+
+def save_processor(processor, output_dir: Path) -> None:
+    """Save ``processor``; an image-only one is declared as a stock ``Qwen2VLProcessor``, so tools
+    with torchvision load the folder with ``AutoProcessor`` while ours pick the image-only class."""
+    processor.save_pretrained(output_dir)
+    if not isinstance(processor, Qwen2VLImageOnlyProcessor):
+        return
+    for name in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"):
+        path = Path(output_dir) / name
+        if path.exists():
+            config = json.loads(path.read_text())
+            if "processor_class" in config:
+                config["processor_class"] = "Qwen2VLProcessor"
+                path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -132,3 +132,72 @@ REJECTED_ROWS = TableSpec(
 )
 
 BENCHMARK_TABLES = (RUNS, GENERATIONS, REWARD_SCORES, BENCHMARK_SUMMARY, REJECTED_ROWS)
+
+TRAINING_RUNS = TableSpec(
+    "training_runs",
+    (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("base_model", "VARCHAR"),
+        ("algorithm", "VARCHAR"),
+        ("quant_ref_bits", "INTEGER"),
+        ("reference_quantization_mode", "VARCHAR"),
+        ("reference_source", "VARCHAR"),
+        ("final_checkpoint", "VARCHAR"),
+        ("steps", "INTEGER"),
+        ("resumed_from_step", "INTEGER"),
+        ("config", "JSON"),
+        ("started_at", "TIMESTAMPTZ"),
+        ("finished_at", "TIMESTAMPTZ"),
+        ("telemetry", "JSON"),
+    ),
+    ("run_id",),
+)
+
+TRAINING_STEPS = TableSpec(
+    "training_steps",
+    (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("step", "INTEGER NOT NULL"),
+        ("phase", "VARCHAR"),
+        ("loss", "DOUBLE"),
+        ("reward_mean", "DOUBLE"),
+        ("reward_std", "DOUBLE"),
+        ("verifier_mean", "DOUBLE"),
+        ("verifier_std", "DOUBLE"),
+        ("grounding_mean", "DOUBLE"),
+        ("grounding_std", "DOUBLE"),
+        ("format_mean", "DOUBLE"),
+        ("format_std", "DOUBLE"),
+        ("cost_mean", "DOUBLE"),
+        ("cost_std", "DOUBLE"),
+        ("kl", "DOUBLE"),
+        ("entropy", "DOUBLE"),
+        ("clip_fraction", "DOUBLE"),
+        ("response_length", "DOUBLE"),
+        ("masked_token_fraction", "DOUBLE"),
+        ("vision_token_fraction", "DOUBLE"),
+        ("tokens_per_s", "DOUBLE"),
+        ("step_s", "DOUBLE"),
+        ("grad_norm", "DOUBLE"),
+        ("peak_memory_mb", "DOUBLE"),
+    ),
+    ("run_id",),
+)
+
+TRAINING_EVALS = TableSpec(
+    "training_evals",
+    (
+        ("run_id", "VARCHAR NOT NULL"),
+        ("step", "INTEGER NOT NULL"),
+        ("phase", "VARCHAR"),
+        ("reward_mean", "DOUBLE"),
+        ("verifier_mean", "DOUBLE"),
+        ("grounding_mean", "DOUBLE"),
+        ("format_mean", "DOUBLE"),
+        ("cost_mean", "DOUBLE"),
+        ("samples", "INTEGER"),
+    ),
+    ("run_id",),
+)
+
+TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS)

@@ -1,0 +1,1 @@
+"""Masked-loss RL of a VLM policy against a frozen quantized reference."""

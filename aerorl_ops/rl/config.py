@@ -1,0 +1,69 @@
+"""``AeroRLConfig``: AeroRL's config fields plus the RL algorithm and its hyperparameters."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+QUANT_REF_BITS = (4, 8, 16)
+TRAINER_BACKENDS = ("auto", "torch", "trl", "verl")
+ALGORITHMS = ("grpo", "reinforce_pp")
+
+
+@dataclass(slots=True)
+class AeroRLConfig:
+    """What to train and how.
+
+    AeroRL's fields: ``zero_copy_kv`` (descriptive), ``mask_vision_tokens``, ``quant_ref_bits``
+    (4 = bitsandbytes nf4, 8 = bitsandbytes int8, 16 = unquantized), ``trainer_backend``
+    (``auto`` and ``torch`` run this project's own trainer; ``trl``/``verl`` are accepted for
+    compatibility and reported, but training always runs here).
+
+    RL fields: ``algorithm`` (``grpo`` or ``reinforce_pp``), ``group_size`` samples per prompt,
+    ``learning_rate``, ``kl_coef`` (KL to the reference), ``clip_eps`` (importance-ratio clip),
+    sampling (``temperature``, ``top_k`` 0 = off, ``top_p`` 1 = off), ``max_new_tokens``,
+    ``max_grad_norm``, ``seed``.
+    """
+
+    zero_copy_kv: bool = True
+    mask_vision_tokens: bool = True
+    quant_ref_bits: int = 8
+    trainer_backend: str = "auto"
+    algorithm: str = "grpo"
+    group_size: int = 4
+    learning_rate: float = 1e-4
+    kl_coef: float = 0.04
+    clip_eps: float = 0.2
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 16
+    max_grad_norm: float = 1.0
+    seed: int = 0
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first invalid field."""
+        if self.quant_ref_bits not in QUANT_REF_BITS:
+            raise ValueError(f"quant_ref_bits must be one of {{4, 8, 16}}, got {self.quant_ref_bits!r}")
+        if self.trainer_backend not in TRAINER_BACKENDS:
+            raise ValueError(f"trainer_backend must be one of {TRAINER_BACKENDS}, got {self.trainer_backend!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        _require(self.group_size >= 2 if self.algorithm == "grpo" else self.group_size >= 1, "group_size",
+                 self.group_size, ">= 2 for grpo (advantages are relative within a group), >= 1 otherwise")
+        _require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, ">= 1")
+        _require(self.top_k >= 0, "top_k", self.top_k, ">= 0 (0 turns it off)")
+        for name in ("learning_rate", "kl_coef", "clip_eps", "temperature", "top_p", "max_grad_norm"):
+            value = getattr(self, name)
+            _require(isinstance(value, (int, float)) and math.isfinite(value), name, value, "a finite number")
+        _require(self.learning_rate > 0, "learning_rate", self.learning_rate, "> 0")
+        _require(self.kl_coef >= 0, "kl_coef", self.kl_coef, ">= 0")
+        _require(0 < self.clip_eps < 1, "clip_eps", self.clip_eps, "in (0, 1)")
+        _require(self.temperature > 0, "temperature", self.temperature, "> 0")
+        _require(0 < self.top_p <= 1, "top_p", self.top_p, "in (0, 1]")
+        _require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
+
+
+def _require(ok: bool, name: str, value: object, expectation: str) -> None:
+    if not ok:
+        raise ValueError(f"AeroRLConfig.{name} must be {expectation}, got {value!r}")

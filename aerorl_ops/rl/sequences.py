@@ -1,0 +1,97 @@
+"""Prompt + completion batches, and per-token log-probs over completion text only.
+
+Convention (see ``aerorl_ops.losses.masking``): ``completion_mask[b, t]`` is True when token
+``t`` of row ``b`` is a completion token that counts (up to and including its EOS); prompt,
+padding and vision tokens are False. Log-probs are computed with the fused LM-head path over
+exactly those positions, so [B, T, V] logits never exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from aerorl_ops.losses import TokenLogprobs, fused_token_logprobs
+from aerorl_ops.models.vision_tokens import vision_token_mask
+
+_MODEL_INPUTS = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
+
+
+class SequenceBatch(NamedTuple):
+    """A left-padded prompt followed by right-padded completions, and what counts in the loss."""
+
+    inputs: dict[str, torch.Tensor]  # model inputs: input_ids [B, T], attention_mask [B, T], pixel_values, ...
+    completion_mask: torch.Tensor  # [B, T] bool, True = completion token counted in the loss
+    vision_mask: torch.Tensor  # [B, T] bool, True = vision placeholder token
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        return self.inputs["input_ids"]
+
+
+def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_token_id: int,
+                       model_config) -> SequenceBatch:
+    """Append each row's completion ids to its (left-padded) prompt.
+
+    prompt_inputs: processor output for B prompts (input_ids [B, P], attention_mask [B, P], images);
+    completions: B lists of token ids (may be empty). Returns a batch of length P + max(len).
+    """
+    prompt_ids = prompt_inputs["input_ids"]  # [B, P]
+    batch, _ = prompt_ids.shape
+    if len(completions) != batch:
+        raise ValueError(f"{len(completions)} completions for {batch} prompts")
+    width = max((len(c) for c in completions), default=0)
+    completion_ids = torch.full((batch, width), pad_token_id, dtype=prompt_ids.dtype)  # [B, C]
+    completion_valid = torch.zeros((batch, width), dtype=torch.bool)  # [B, C]
+    for row, ids in enumerate(completions):
+        completion_ids[row, : len(ids)] = torch.tensor(list(ids), dtype=prompt_ids.dtype)
+        completion_valid[row, : len(ids)] = True
+    device = prompt_ids.device
+    input_ids = torch.cat([prompt_ids, completion_ids.to(device)], dim=1)  # [B, P + C]
+    attention = torch.cat([prompt_inputs["attention_mask"].bool(), completion_valid.to(device)], dim=1)  # [B, P + C]
+    completion_mask = torch.cat([torch.zeros_like(prompt_ids, dtype=torch.bool), completion_valid.to(device)],
+                                dim=1)  # [B, P + C]
+    inputs = {name: prompt_inputs[name] for name in _MODEL_INPUTS if name in prompt_inputs}
+    inputs.update(input_ids=input_ids, attention_mask=attention.long())
+    if "mm_token_type_ids" in inputs:  # completion tokens are text (type 0)
+        inputs["mm_token_type_ids"] = torch.cat(
+            [inputs["mm_token_type_ids"], torch.zeros_like(completion_ids).to(device)], dim=1)  # [B, P + C]
+    return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, model_config))
+
+
+def final_hidden_states(model, batch: SequenceBatch) -> torch.Tensor:
+    """Last hidden states of the decoder (before the LM head): [B, T, H]."""
+    return model.model(**batch.inputs, use_cache=False).last_hidden_state
+
+
+def completion_logprobs(model, batch: SequenceBatch, temperature: float = 1.0) -> TokenLogprobs:
+    """Log-prob (and entropy) of every counted completion token, flattened row-major: [N].
+
+    Hidden state ``t`` predicts token ``t + 1``, so position ``t`` counts when token ``t + 1`` is
+    a counted completion token.
+    """
+    hidden = final_hidden_states(model, batch)  # [B, T, H]
+    head = model.get_output_embeddings()
+    return fused_token_logprobs(
+        hidden[:, :-1],  # [B, T-1, H]
+        head.weight,  # [V, H]
+        batch.input_ids[:, 1:],  # [B, T-1]
+        batch.completion_mask[:, 1:],  # [B, T-1]
+        temperature=temperature,
+        lm_head_bias=getattr(head, "bias", None),
+    )
+
+
+def per_token(values: torch.Tensor, batch: SequenceBatch) -> torch.Tensor:
+    """Broadcast one value per row ([B]) to the counted completion tokens ([N], row-major)."""
+    mask = batch.completion_mask[:, 1:]  # [B, T-1]
+    return values[:, None].expand(mask.shape)[mask]  # [N]
+
+
+def token_rows(batch: SequenceBatch) -> torch.Tensor:
+    """Row index of each counted completion token: [N]."""
+    mask = batch.completion_mask[:, 1:]  # [B, T-1]
+    rows = torch.arange(mask.shape[0], device=mask.device)[:, None].expand(mask.shape)  # [B, T-1]
+    return rows[mask]  # [N]
