@@ -11,6 +11,7 @@ import dagster as dg
 import duckdb
 from tqdm import tqdm
 
+from aerorl_ops.config.benchmark import ConfigError
 from aerorl_pipeline.definitions import defs
 from assets.datasets import chartqa_rows, docvqa_rows
 from assets.partitions import BATCH_DIMENSION, MODEL_DIMENSION, benchmark_config
@@ -32,8 +33,8 @@ def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_
         config.model(model)
     unknown = [size for size in batch_sizes if size not in config.batch_sizes]
     if unknown:
-        raise SystemExit(f"batch sizes {unknown} are not configured in {config.path}; "
-                         f"configured: {list(config.batch_sizes)}")
+        raise ConfigError(f"{config.path}: batch sizes {unknown} are not configured; "
+                          f"configured: {list(config.batch_sizes)}")
     keys = tuple(
         dg.MultiPartitionKey({MODEL_DIMENSION: model, BATCH_DIMENSION: str(size)})
         for model in (models or config.model_keys)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.generation import generations
-from assets.partitions import benchmark_partitions
 from assets.reports import benchmark_report
 from assets.scoring import reward_scores
 from assets.training import rl_run
@@ -13,7 +12,6 @@ from assets.training import rl_run
 benchmark_job = dg.define_asset_job(
     "benchmark",
     selection=dg.AssetSelection.assets(generations, reward_scores, benchmark_report),
-    partitions_def=benchmark_partitions,
     description="Generate, score and report one model x batch-size partition.",
 )
 

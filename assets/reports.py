@@ -56,7 +56,7 @@ def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, 
     key = {"run_id": run_id, "model_key": model_key, "batch_size": batch_size}
     writes = [
         PartitionWrite(GENERATIONS, key, with_key(gen_frame.drop(columns=["batch_size"]), run_id, model_key,
-                                                  batch_size, dagster_run_id=context.run_id)),
+                                                  batch_size, dagster_run_id=context.run.run_id)),
         PartitionWrite(REWARD_SCORES, key, with_key(score_frame, run_id, model_key, batch_size)),
         PartitionWrite(BENCHMARK_SUMMARY, key, with_key(pd.DataFrame([summary]), run_id, model_key, batch_size)),
     ]
@@ -70,10 +70,10 @@ def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, 
             "started_at": finished - timedelta(seconds=stats.wall_s + stats.model_load_s),
             "finished_at": finished, "git_sha": git_sha(),
             "config": json.dumps({"benchmark": bench.path, "models": [asdict(m) for m in bench.models],
-                                  "batch_sizes": list(bench.batch_sizes), "max_new_tokens": bench.max_new_tokens,
+                                  "batch_sizes": list(bench.batch_sizes), "generation": stats.generation,
                                   "rewards": json.loads(score_frame["reward_config"].iloc[0])
                                   if len(score_frame) else None}),
-            "seeds": json.dumps({"benchmark": bench.seed}),
+            "seeds": json.dumps({"benchmark": bench.seed, "generation": stats.generation["seed"]}),
             "library_versions": json.dumps(library_versions()),
             "input_hashes": json.dumps(input_hashes(docvqa_rows, chartqa_rows)),
         })

@@ -18,7 +18,7 @@ TRACKED_PACKAGES = ("torch", "transformers", "tokenizers", "bitsandbytes", "dags
 def benchmark_run_id(context: dg.AssetExecutionContext) -> str:
     """The id shared by every partition of one benchmark run (the schedule and ``aerorl bench``
     tag it); a run launched alone from the UI is its own benchmark run."""
-    return context.run.tags.get(BENCHMARK_RUN_TAG) or context.run_id
+    return context.run.tags.get(BENCHMARK_RUN_TAG) or context.run.run_id
 
 
 @cache

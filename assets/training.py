@@ -17,6 +17,7 @@ import dagster as dg
 import pandas as pd
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
+from tqdm import tqdm
 
 from aerorl_ops.models.sources import model_source
 from aerorl_ops.rl.config import AeroRLConfig
@@ -60,6 +61,7 @@ class TrainingConfig(dg.Config):
     eval_rows: int = 16
     run_name: str = ""
     resume: bool = True
+    progress_bar: bool = False
 
     def rl_config(self) -> AeroRLConfig:
         config = AeroRLConfig(quant_ref_bits=self.quant_bits, algorithm=self.algorithm, group_size=self.group_size,
@@ -77,7 +79,7 @@ class TrainingConfig(dg.Config):
         """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed)."""
         if self.run_name:
             return self.run_name
-        settings = {k: v for k, v in self.model_dump().items() if k not in ("run_name", "resume")}
+        settings = {k: v for k, v in self.model_dump().items() if k not in ("run_name", "resume", "progress_bar")}
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
         return f"rl-{self.algorithm}-s{self.seed}-{digest}"
 
@@ -127,7 +129,11 @@ def rl_run(context: dg.AssetExecutionContext, config: TrainingConfig, model_runt
     run_dir = DATA_DIR / "checkpoints" / run_id
     started, clock = datetime.now(timezone.utc), time.perf_counter()
 
+    bar = tqdm(total=plan.total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
+
     def on_step(stats: StepStats) -> None:
+        bar.update(stats.step - bar.n)
+        bar.set_postfix(phase=stats.phase, loss=f"{stats.loss:.3f}")
         rate = stats.step / max(time.perf_counter() - clock, 1e-9)
         context.log.info(f"step {stats.step}/{plan.total_steps} ({stats.phase}) loss {stats.loss:.4f} "
                          f"reward {stats.reward_mean} kl {stats.kl}; ETA {(plan.total_steps - stats.step) / rate:.0f} s")
@@ -139,6 +145,7 @@ def rl_run(context: dg.AssetExecutionContext, config: TrainingConfig, model_runt
                           device=model_runtime.torch_device()) as sampler:
         result = run_training(base, run_dir, rl_config, plan, train, held_out, benchmark_config().rewards,
                               device=model_runtime.device, on_step=on_step, on_eval=on_eval, resume=config.resume)
+    bar.close()
     run_record = {
         "run_id": run_id, "base_model": base, "algorithm": rl_config.algorithm,
         "quant_ref_bits": rl_config.quant_ref_bits,

@@ -12,6 +12,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aerorl_ops.rewards.registry import REWARD_COMPONENTS
+
 EMBEDDED_PREFIX = "embedded:"
 EMBEDDED_MODELS = ("tiny-qwen2-vl",)
 SAFE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -80,6 +82,18 @@ def _positive_int(path: str, setting: str, value: object) -> int:
     return value
 
 
+def _integer(path: str, setting: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, setting, f"must be an integer, got {value!r}")
+    return value
+
+
+def _boolean(path: str, setting: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(path, setting, f"must be true or false, got {value!r}")
+    return value
+
+
 def _number(path: str, setting: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise _fail(path, setting, f"must be a finite number, got {value!r}")
@@ -107,9 +121,7 @@ def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
     dtype = table.get("dtype", "float32")
     if dtype not in DTYPES:
         raise _fail(path, f"{setting}.dtype", f"must be one of {DTYPES}, got {dtype!r}")
-    trust = table.get("trust_remote_code", False)
-    if not isinstance(trust, bool):
-        raise _fail(path, f"{setting}.trust_remote_code", f"must be true or false, got {trust!r}")
+    trust = _boolean(path, f"{setting}.trust_remote_code", table.get("trust_remote_code", False))
     return ModelEntry(key=key, source=source, dtype=dtype, trust_remote_code=trust)
 
 
@@ -118,6 +130,10 @@ def parse_rewards(path: str, table: dict) -> RewardSettings:
     weights_table = table.get("weights", defaults.weights)
     if not isinstance(weights_table, dict):
         raise _fail(path, "rewards.weights", "must be a table of name = number")
+    for name in weights_table:
+        if name not in REWARD_COMPONENTS:
+            raise _fail(path, f"rewards.weights.{name}",
+                        f"names no reward component; known: {', '.join(sorted(REWARD_COMPONENTS))}")
     weights = {name: _number(path, f"rewards.weights.{name}", value) for name, value in weights_table.items()}
     regex = table.get("regex_pattern")
     if regex is not None:
@@ -127,7 +143,7 @@ def parse_rewards(path: str, table: dict) -> RewardSettings:
             raise _fail(path, "rewards.regex_pattern", f"is not a valid regular expression ({error})") from error
     return RewardSettings(
         weights=weights,
-        require_json=bool(table.get("require_json", defaults.require_json)),
+        require_json=_boolean(path, "rewards.require_json", table.get("require_json", defaults.require_json)),
         regex_pattern=regex,
         target_tokens=_positive_int(path, "rewards.target_tokens", table.get("target_tokens", defaults.target_tokens)),
         latency_budget_ms=_number(path, "rewards.latency_budget_ms",
@@ -151,7 +167,7 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         batch_sizes=sizes,
         docvqa_rows=_positive_int(path, "benchmark.docvqa_rows", bench.get("docvqa_rows", 48)),
         chartqa_rows=_positive_int(path, "benchmark.chartqa_rows", bench.get("chartqa_rows", 48)),
-        seed=int(bench.get("seed", 0)),
+        seed=_integer(path, "benchmark.seed", bench.get("seed", 0)),
         max_new_tokens=_positive_int(path, "benchmark.max_new_tokens", bench.get("max_new_tokens", 24)),
         rewards=parse_rewards(path, data.get("rewards", {})),
         path=path,

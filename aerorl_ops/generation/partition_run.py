@@ -30,6 +30,7 @@ class PartitionStats:
     wall_s: float
     model_load_s: float
     telemetry: dict[str, object]
+    generation: dict[str, object]  # the GenerationSettings actually used
 
 
 def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
@@ -48,6 +49,7 @@ def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, sett
         wall_s=wall_s,
         model_load_s=loaded.load_seconds,
         telemetry=sampler.summary().as_record(),
+        generation=asdict(settings),
     )
     return with_partition_stats(generations_table(rows, samples), stats)
 

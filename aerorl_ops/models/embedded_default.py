@@ -34,7 +34,7 @@ BUILD_MARKER = "aerorl_embedded.json"
 
 @dataclass(frozen=True)
 class TinyQwen2VLSpec:
-    """Sizes of the embedded model. Defaults give ~1.6M parameters."""
+    """Sizes of the embedded model. Defaults give 930,560 parameters."""
 
     seed: int = 0
     bpe_vocab_size: int = 1024

@@ -187,7 +187,7 @@ def synthetic_chartqa_rows(count: int, seed: int, split: str = "validation") -> 
 
     >>> rows = synthetic_chartqa_rows(1, seed=0)
     >>> rows[0].dataset, rows[0].source
-    ('synthetic_chartqa', 'synthetic:charts@seed=0')
+    ('chartqa', 'synthetic:charts@seed=0')
     """
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")

@@ -1,0 +1,100 @@
+"""The benchmark config file: the shipped one parses, and every bad setting is named in its error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aerorl_ops.config.benchmark import ConfigError, load_benchmark_config, parse_benchmark_config
+from assets.project import BENCHMARK_CONFIG_PATH
+
+
+def config_data(**overrides) -> dict:
+    data = {"benchmark": {"batch_sizes": [1, 4]},
+            "models": {"tiny-qwen2-vl": {"source": "embedded:tiny-qwen2-vl"}},
+            "rewards": {}}
+    for section, values in overrides.items():
+        data[section] = values
+    return data
+
+
+def test_the_shipped_config_parses():
+    config = load_benchmark_config(BENCHMARK_CONFIG_PATH)
+    assert config.model_keys == ("tiny-qwen2-vl",)
+    assert config.batch_sizes == (1, 4, 8)
+    assert config.model("tiny-qwen2-vl").embedded_name == "tiny-qwen2-vl"
+    assert sum(config.rewards.weights.values()) == pytest.approx(1.0)
+
+
+def test_unknown_model_key():
+    config = parse_benchmark_config(config_data(), path="bench.toml")
+    with pytest.raises(ConfigError, match=r"bench\.toml: unknown model key 'qwen-72b'; configured keys: tiny-qwen2-vl"):
+        config.model("qwen-72b")
+
+
+def test_model_path_that_does_not_exist(tmp_path: Path):
+    data = config_data(models={"local": {"source": "./checkpoints/missing"}})
+    with pytest.raises(ConfigError, match=r"'models\.local\.source'.*checkpoints/missing.*not a directory"):
+        parse_benchmark_config(data, path="bench.toml", root=tmp_path)
+
+
+def test_relative_model_path_resolves_against_the_config_folder(tmp_path: Path):
+    (tmp_path / "checkpoints" / "mine").mkdir(parents=True)
+    config_file = tmp_path / "bench.toml"
+    config_file.write_text('[benchmark]\nbatch_sizes = [2]\n[models.mine]\nsource = "./checkpoints/mine"\n')
+    config = load_benchmark_config(config_file)
+    assert Path(config.model("mine").source) == (tmp_path / "checkpoints" / "mine").resolve()
+
+
+@pytest.mark.parametrize("sizes", [[0], [4, 0], [-1], ["4"], [True], []])
+def test_batch_size_must_be_a_positive_integer(sizes):
+    with pytest.raises(ConfigError, match=r"'benchmark\.batch_sizes'"):
+        parse_benchmark_config(config_data(benchmark={"batch_sizes": sizes}))
+
+
+@pytest.mark.parametrize("weight", ["high", None, True, float("nan"), [0.4]])
+def test_weight_that_is_not_a_number(weight):
+    weights = {"verifier": weight, "grounding": 0.3, "format": 0.2, "cost": 0.1}
+    with pytest.raises(ConfigError, match=r"'rewards\.weights\.verifier' must be a finite number"):
+        parse_benchmark_config(config_data(rewards={"weights": weights}))
+
+
+def test_weight_for_a_reward_that_does_not_exist():
+    """A misspelt reward name must not be silently ignored (the real weight would keep its default)."""
+    weights = {"verifer": 1.0, "grounding": 0.0, "format": 0.0, "cost": 0.0}
+    with pytest.raises(ConfigError, match=r"rewards\.weights.*verifer"):
+        parse_benchmark_config(config_data(rewards={"weights": weights}))
+
+
+@pytest.mark.parametrize(("section", "values", "setting"), [
+    ("models", {"Bad Key": {"source": "embedded:tiny-qwen2-vl"}}, "models.Bad Key"),
+    ("models", {"tiny": {"source": "embedded:giant"}}, "models.tiny.source"),
+    ("models", {"tiny": {"source": "embedded:tiny-qwen2-vl", "dtype": "int3"}}, "models.tiny.dtype"),
+    ("models", {"tiny": {"source": "embedded:tiny-qwen2-vl", "revison": "main"}}, "models.tiny"),
+    ("models", {}, "models"),
+    ("rewards", {"target_tokens": 0}, "rewards.target_tokens"),
+    ("rewards", {"regex_pattern": "(unclosed"}, "rewards.regex_pattern"),
+    ("rewards", {"latency_budget_ms": "fast"}, "rewards.latency_budget_ms"),
+])
+def test_other_invalid_settings_are_named(section, values, setting):
+    with pytest.raises(ConfigError, match=f"'{setting}'"):
+        parse_benchmark_config(config_data(**{section: values}), path="bench.toml")
+
+
+@pytest.mark.parametrize(("section", "values", "setting"), [
+    ("benchmark", {"batch_sizes": [1], "seed": "zero"}, "benchmark.seed"),
+    ("rewards", {"require_json": "false"}, "rewards.require_json"),  # bool("false") would be True
+])
+def test_seed_and_require_json_are_checked_too(section, values, setting):
+    with pytest.raises(ConfigError, match=f"'{setting}'"):
+        parse_benchmark_config(config_data(**{section: values}), path="bench.toml")
+
+
+def test_missing_and_malformed_files_are_named(tmp_path: Path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_benchmark_config(tmp_path / "nope.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[benchmark\n")
+    with pytest.raises(ConfigError, match=r"broken\.toml.*not valid TOML"):
+        load_benchmark_config(broken)

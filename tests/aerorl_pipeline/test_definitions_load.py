@@ -1,0 +1,61 @@
+"""The code location loads, and its schedule asks for every partition under one benchmark run id."""
+
+from __future__ import annotations
+
+import datetime
+
+import dagster as dg
+
+from aerorl_pipeline.definitions import defs
+from aerorl_pipeline.schedules import nightly_run_requests
+from assets.partitions import benchmark_config, benchmark_partitions
+from assets.runs import BENCHMARK_RUN_TAG
+
+BENCHMARK_ASSETS = {"generations", "reward_scores", "benchmark_report"}
+
+
+def asset_names(keys) -> set[str]:
+    return {key.to_user_string() for key in keys}
+
+
+def test_every_definition_resolves():
+    dg.Definitions.validate_loadable(defs)
+    assert asset_names(defs.resolve_all_asset_keys()) == {
+        "docvqa_rows", "chartqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
+    assert defs.resolve_schedule_def("nightly_benchmark").job_name == "benchmark"
+    assert set(defs.resources) >= {"model_runtime", "duckdb", "io_manager"}
+
+
+def test_jobs_select_their_stage():
+    benchmark = defs.resolve_job_def("benchmark")
+    assert asset_names(benchmark.asset_layer.executable_asset_keys) == BENCHMARK_ASSETS
+    assert benchmark.partitions_def == benchmark_partitions
+    training = defs.resolve_job_def("training")
+    assert asset_names(training.asset_layer.executable_asset_keys) == {"rl_run"}
+
+
+def test_partitions_are_model_by_batch_size_from_the_config():
+    config = benchmark_config()
+    expected = {dg.MultiPartitionKey({"model": model, "batch_size": str(size)})
+                for model in config.model_keys for size in config.batch_sizes}
+    assert set(benchmark_partitions.get_partition_keys()) == expected
+    assert dg.MultiPartitionKey({"model": "tiny-qwen2-vl", "batch_size": "4"}) in expected
+
+
+def test_nightly_run_requests_cover_every_partition_with_one_run_tag():
+    keys = benchmark_partitions.get_partition_keys()
+    requests = nightly_run_requests("2026-01-02", keys)
+    assert [r.partition_key for r in requests] == list(keys)
+    assert {r.tags[BENCHMARK_RUN_TAG] for r in requests} == {"nightly-2026-01-02"}
+    assert len({r.run_key for r in requests}) == len(keys)  # each partition is its own run
+
+
+def test_the_schedule_tick_requests_every_partition_for_that_night():
+    schedule = defs.resolve_schedule_def("nightly_benchmark")
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime.datetime(2026, 3, 4, 2, 0, tzinfo=datetime.timezone.utc),
+        repository_def=defs.get_repository_def(),
+    )
+    requests = schedule.evaluate_tick(context).run_requests
+    assert {r.partition_key for r in requests} == set(benchmark_partitions.get_partition_keys())
+    assert {r.tags[BENCHMARK_RUN_TAG] for r in requests} == {"nightly-2026-03-04"}

@@ -1,0 +1,105 @@
+"""Shared fixtures: the embedded tiny model (built once per session), a few synthetic rows, and
+isolated Dagster resources (model cache, DuckDB file, Parquet cache, ephemeral instance) under tmp."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import pytest
+
+from aerorl_ops.rows import Row, synthetic_chartqa_rows, synthetic_docvqa_rows
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from aerorl_ops.models.loading import LoadedVLM
+
+# transformers and dagster are imported inside the fixtures that need them, so test modules
+# that use neither (rows, losses, ...) do not pay for importing them.
+
+TINY_MODEL_KEY = "tiny-qwen2-vl"
+
+
+class DagsterTestEnv(NamedTuple):
+    """Resources and an instance that write only under ``root``."""
+
+    root: Path
+    resources: dict[str, object]
+    instance: dg.DagsterInstance
+    duckdb_path: Path
+    cache_dir: Path
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where embedded models live for this session (what ``ModelRuntime.models_dir`` points at)."""
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(models_dir: Path) -> Path:
+    """The embedded tiny Qwen2-VL, built once, at the path ``ModelRuntime`` would build it."""
+    from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
+
+    return build_tiny_qwen2vl(models_dir / TINY_MODEL_KEY)
+
+
+def load_tiny(model_dir: Path) -> LoadedVLM:
+    import torch
+
+    from aerorl_ops.models.loading import ModelSource, load_vlm
+
+    torch.set_num_threads(1)  # the test machine's cores are shared
+    return load_vlm(ModelSource(str(model_dir)), torch.device("cpu"))
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm(tiny_model_dir: Path) -> LoadedVLM:
+    """The tiny model loaded on CPU. Shared: tests must not modify it (load their own copy instead)."""
+    return load_tiny(tiny_model_dir)
+
+
+@pytest.fixture
+def fresh_tiny_vlm(tiny_model_dir: Path) -> LoadedVLM:
+    """A private copy of the tiny model, for tests that patch or hook it."""
+    return load_tiny(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def few_rows() -> list[Row]:
+    """Three DocVQA-shaped and two ChartQA-shaped synthetic rows (seed 0)."""
+    return synthetic_docvqa_rows(3, seed=0) + synthetic_chartqa_rows(2, seed=0)
+
+
+def make_dagster_env(root: Path, models_dir: Path) -> DagsterTestEnv:
+    import dagster as dg
+    from dagster_duckdb import DuckDBResource
+
+    from assets.io_managers import ParquetTableIOManager
+    from assets.resources import ModelRuntime
+
+    root.mkdir(parents=True, exist_ok=True)
+    duckdb_path = root / "aerorl.duckdb"
+    cache_dir = root / "cache"
+    resources = {
+        "model_runtime": ModelRuntime(models_dir=str(models_dir), device="cpu", torch_threads=1,
+                                      telemetry_interval_s=0.05),
+        "duckdb": DuckDBResource(database=str(duckdb_path)),
+        "io_manager": ParquetTableIOManager(base_dir=str(cache_dir)),
+    }
+    return DagsterTestEnv(root, resources, dg.DagsterInstance.ephemeral(), duckdb_path, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def dagster_env_factory(models_dir: Path, tiny_model_dir: Path) -> Callable[[Path], DagsterTestEnv]:
+    """Makes isolated resources under a given folder; the tiny model is already built in ``models_dir``."""
+    return lambda root: make_dagster_env(root, models_dir)
+
+
+@pytest.fixture
+def dagster_env(tmp_path: Path, dagster_env_factory) -> Iterator[DagsterTestEnv]:
+    env = dagster_env_factory(tmp_path)
+    yield env
+    env.instance.dispose()
