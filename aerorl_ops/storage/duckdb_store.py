@@ -7,7 +7,6 @@ tables; only table and column names from ``TableSpec`` constants in code appear 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -72,18 +71,6 @@ def _validated(write: PartitionWrite) -> pa.Table:
             raise ValueError(f"{spec.name}: rows hold {column} values {sorted(map(str, values))}, "
                              f"expected only {key[column]!r}")
     return rows.select(list(spec.column_names))
-
-
-def connect_with_retry(path: str, attempts: int = 40, wait_s: float = 0.25) -> duckdb.DuckDBPyConnection:
-    """Open ``path`` for writing, waiting while another process holds DuckDB's write lock."""
-    for attempt in range(attempts):
-        try:
-            return duckdb.connect(path)
-        except duckdb.IOException as error:
-            if "lock" not in str(error).lower() or attempt == attempts - 1:
-                raise
-            time.sleep(wait_s * (1 + attempt % 4))
-    raise AssertionError("unreachable")
 
 
 def upsert_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> None:
