@@ -50,11 +50,14 @@ def run_bench(plan: BenchPlan, instance: dg.DagsterInstance, refresh_rows: bool 
     results = []
     if refresh_rows:
         results.append(dg.materialize([docvqa_rows, chartqa_rows], instance=instance, tags=tags,
-                                      resources=defs.resources, run_config=QUIET_LOGS))
+                                      resources=defs.resources, run_config=QUIET_LOGS, raise_on_error=False))
     job = defs.resolve_job_def("benchmark")
     for key in tqdm(plan.partition_keys, desc="benchmark partitions", unit="partition", disable=not show_progress):
-        results.append(job.execute_in_process(partition_key=key, instance=instance, tags=tags,
-                                              run_config=QUIET_LOGS))
+        result = job.execute_in_process(partition_key=key, instance=instance, tags=tags, run_config=QUIET_LOGS,
+                                        raise_on_error=False)
+        if not result.success:
+            tqdm.write(f"partition {key} failed (run {result.run_id}); see `aerorl dev` for its logs")
+        results.append(result)
     return results
 
 

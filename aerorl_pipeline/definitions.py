@@ -6,6 +6,7 @@ import dagster as dg
 
 from aerorl_pipeline.jobs import benchmark_job, training_job
 from aerorl_pipeline.schedules import nightly_benchmark
+from assets.checks import benchmark_checks
 from assets.datasets import chartqa_rows, docvqa_rows
 from assets.generation import generations
 from assets.reports import benchmark_report
@@ -15,6 +16,7 @@ from assets.training import rl_run
 
 defs = dg.Definitions(
     assets=[docvqa_rows, chartqa_rows, generations, reward_scores, benchmark_report, rl_run],
+    asset_checks=benchmark_checks,
     jobs=[benchmark_job, training_job],
     schedules=[nightly_benchmark],
     resources=default_resources(),

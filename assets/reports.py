@@ -3,13 +3,19 @@
 All three tables are replaced for (run_id, model_key, batch_size) in one transaction, so a
 failed or repeated write never leaves partial or duplicate rows. Writes queue on the
 ``duckdb_writer`` pool, so parallel partitions never contend for DuckDB's single writer.
+After the write it (re)creates the report views, attaches figures (throughput vs batch size
+over every partition of the run so far, this partition's reward and latency distributions)
+and writes the dated JSON artifact ``<reports_dir>/<YYYY-MM-DD>/<run>__<model>__bs<N>.json``.
 """
 
 
+import base64
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -17,12 +23,35 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.generation.partition_run import partition_stats
+from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
 from aerorl_ops.reporting.partition_summary import summary_row
+from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions, upsert_run
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REWARD_SCORES
+from aerorl_ops.storage.views import create_views
 from assets.metadata import markdown_preview
 from assets.partitions import benchmark_config, benchmark_partitions, partition_parts
 from assets.runs import benchmark_run_id, git_sha, library_versions
+
+
+class ReportConfig(dg.Config):
+    """reports_dir: where the dated JSON artifacts go; empty means the folder of the DuckDB
+    report database (``reports/`` with the default resources)."""
+
+    reports_dir: str = ""
+
+
+def artifacts_dir(config: ReportConfig, duckdb: DuckDBResource) -> Path:
+    return Path(config.reports_dir) if config.reports_dir else Path(duckdb.database).resolve().parent
+
+
+def png_markdown(title: str, render: Callable[[pd.DataFrame], bytes], frame: pd.DataFrame) -> dg.MetadataValue:
+    """A figure as markdown with an inline PNG (the Dagster UI renders it); a note when there is no data."""
+    try:
+        png = render(frame)
+    except ValueError as error:  # the plot functions raise ValueError when there is nothing to plot
+        return dg.MetadataValue.md(f"_{title}: nothing to plot ({error})_")
+    return dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})")
 
 
 def with_key(frame: pd.DataFrame, run_id: str, model_key: str, batch_size: int, **extra) -> pa.Table:
@@ -43,8 +72,8 @@ def input_hashes(docvqa_rows: pa.Table, chartqa_rows: pa.Table) -> dict[str, str
 
 @dg.asset(group_name="benchmark", partitions_def=benchmark_partitions, pool="duckdb_writer",
           kinds={"duckdb"})
-def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, generations: pa.Table,
-                     reward_scores: pa.Table, docvqa_rows: pa.Table,
+def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, duckdb: DuckDBResource,
+                     generations: pa.Table, reward_scores: pa.Table, docvqa_rows: pa.Table,
                      chartqa_rows: pa.Table) -> dg.MaterializeResult:
     """Write the partition's `generations`, `reward_scores` and `benchmark_summary` rows and its `runs` row."""
     model_key, batch_size = partition_parts(context)
@@ -61,6 +90,7 @@ def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, 
         PartitionWrite(BENCHMARK_SUMMARY, key, with_key(pd.DataFrame([summary]), run_id, model_key, batch_size)),
     ]
     bench = benchmark_config()
+    reward_config = json.loads(score_frame["reward_config"].iloc[0]) if len(score_frame) else None
     finished = datetime.now(timezone.utc)
     with duckdb.get_connection() as conn:
         ensure_tables(conn)
@@ -71,12 +101,17 @@ def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, 
             "finished_at": finished, "git_sha": git_sha(),
             "config": json.dumps({"benchmark": bench.path, "models": [asdict(m) for m in bench.models],
                                   "batch_sizes": list(bench.batch_sizes), "generation": stats.generation,
-                                  "rewards": json.loads(score_frame["reward_config"].iloc[0])
-                                  if len(score_frame) else None}),
+                                  "rewards": reward_config}),
             "seeds": json.dumps({"benchmark": bench.seed, "generation": stats.generation["seed"]}),
             "library_versions": json.dumps(library_versions()),
             "input_hashes": json.dumps(input_hashes(docvqa_rows, chartqa_rows)),
         })
+        create_views(conn)
+        run_summary = pd.DataFrame(conn.execute("SELECT model_key, batch_size, samples_per_s FROM benchmark_summary "
+                                                "WHERE run_id = ?", [run_id]).fetchall(),
+                                   columns=["model_key", "batch_size", "samples_per_s"])
+    artifact = write_benchmark_artifact(artifacts_dir(config, duckdb), summary["created_at"].date(),
+                                        benchmark_artifact(run_id, model_key, batch_size, summary, reward_config))
     shown = {k: v for k, v in summary.items() if k in ("samples", "samples_per_s", "generated_tokens_per_s",
                                                         "latency_p50_ms", "latency_p95_ms", "pass_rate",
                                                         "peak_memory_mb")}
@@ -85,5 +120,11 @@ def benchmark_report(context: dg.AssetExecutionContext, duckdb: DuckDBResource, 
         "generations_rows": inserted[0],
         "reward_scores_rows": inserted[1],
         "summary": markdown_preview(pd.DataFrame([shown])),
+        "artifact": dg.MetadataValue.path(str(artifact)),
+        "throughput_vs_batch_size": png_markdown("throughput vs batch size, this run",
+                                                 throughput_vs_batch_size_png, run_summary),
+        "reward_distribution": png_markdown("reward distribution", reward_distribution_png, score_frame),
+        "latency_distribution": png_markdown("latency distribution", latency_distribution_png,
+                                             gen_frame[["latency_ms"]]),
         **{k: float(v) for k, v in shown.items() if v is not None},
     })

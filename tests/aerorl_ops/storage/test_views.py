@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import duckdb
+import pandas as pd
 import pytest
 
 from aerorl_ops.reporting.partition_summary import verifier_metric_agreement
@@ -117,7 +118,8 @@ def test_verifier_metric_disagreements_both_ways(conn):
 
 def test_disagreements_match_the_summary_agreement_rule(conn):
     """The view and ``verifier_metric_agreement`` grade the same rows the same way."""
-    scores = conn.execute("SELECT run_id, batch_size, verifier, anls, relaxed_accuracy FROM reward_scores").df()
+    columns = ["run_id", "batch_size", "verifier", "anls", "relaxed_accuracy"]
+    scores = pd.DataFrame(conn.execute(f"SELECT {', '.join(columns)} FROM reward_scores").fetchall(), columns=columns)
     disagreements = dict(conn.execute("SELECT run_id || '/' || batch_size, count(*) "
                                       "FROM verifier_metric_disagreements GROUP BY ALL").fetchall())
     for (run_id, batch), group in scores.groupby(["run_id", "batch_size"]):
