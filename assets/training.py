@@ -46,10 +46,10 @@ class TrainingConfig(dg.Config):
     base_model: str = "tiny-qwen2-vl"
     algorithm: str = "grpo"
     steps: int = 40
-    warmup_steps: int = 120
-    group_size: int = 6
+    warmup_steps: int = 100
+    group_size: int = 8
     prompts_per_step: int = 4
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-4
     warmup_learning_rate: float = 3e-3
     kl_coef: float = 0.04
     quant_bits: int = 4

@@ -50,11 +50,13 @@ def completion_distributions(model, batch: SequenceBatch) -> torch.Tensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--warmup-steps", type=int, default=120)
+    parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--rl-steps", type=int, default=40)
-    parser.add_argument("--group-size", type=int, default=6)
+    parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--prompts-per-step", type=int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--learning-rate", type=float, default=3e-4)
+    parser.add_argument("--kl-coef", type=float, default=0.04)
+    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--quant-bits", type=int, default=4, choices=(4, 8, 16))
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--device", default="cpu")
@@ -68,9 +70,9 @@ def main() -> None:
     train = synthetic_docvqa_rows(32, 1000, "train") + synthetic_chartqa_rows(32, 1000, "train")
     held_out = synthetic_docvqa_rows(8, 2000, "heldout") + synthetic_chartqa_rows(8, 2000, "heldout")
     config = AeroRLConfig(quant_ref_bits=args.quant_bits, group_size=args.group_size,
-                          learning_rate=args.learning_rate)
+                          learning_rate=args.learning_rate, kl_coef=args.kl_coef, temperature=args.temperature)
     plan = TrainingPlan(warmup_steps=args.warmup_steps, rl_steps=args.rl_steps,
-                        prompts_per_step=args.prompts_per_step, eval_interval=max(args.rl_steps, 1),
+                        prompts_per_step=args.prompts_per_step, eval_interval=10,
                         checkpoint_interval=10_000)
     started = time.perf_counter()
     result = run_training(base, work / "run", config, plan, train, held_out, RewardSettings(), device=args.device)
@@ -79,10 +81,9 @@ def main() -> None:
     rl_kl = [s.kl for s in result.steps if s.kl is not None]
     print(f"== training ({elapsed:.0f} s, {args.warmup_steps} warm-up + {args.rl_steps} {config.algorithm} steps, "
           f"reference {REFERENCE_QUANTIZATIONS[args.quant_bits].mode}, torch threads {torch.get_num_threads()})")
-    for phase in ("base", "warmup", "final"):
-        e = evals[phase]
+    for e in result.evals:
         parts = ", ".join(f"{k} {v:+.3f}" for k, v in e.component_means.items())
-        print(f"held-out reward {phase:>6}: {e.reward_mean:+.4f}  ({parts})")
+        print(f"held-out reward step {e.step:4d} {e.phase:>6}: {e.reward_mean:+.4f}  ({parts})")
     print(f"reward change after RL vs warm-up: {evals['final'].reward_mean - evals['warmup'].reward_mean:+.4f}")
     if rl_kl:
         print(f"KL to reference over RL steps: mean {sum(rl_kl) / len(rl_kl):.5f}, last {rl_kl[-1]:.5f}")

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from aerorl_ops.config.benchmark import RewardSettings
-from aerorl_ops.generation.answers import extract_answer
 from aerorl_ops.generation.records import replay_records
 from aerorl_ops.metrics import anls, relaxed_accuracy
 from aerorl_ops.rewards.evaluate import evaluate_records
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_reward_stack
+from aerorl_ops.rewards.verifiers import prediction_text
 
 COMPONENTS = ("verifier", "grounding", "format", "cost")
 
@@ -68,8 +68,7 @@ def score_generations(generations: pa.Table, settings: RewardSettings) -> pa.Tab
     rows = []
     for record, result in zip(records, summary["results"], strict=True):
         references = record["reference"] or []
-        answer = extract_answer(record["response"])
-        prediction = record["response"] if answer is None else answer
+        prediction = prediction_text(record["response"])
         anls_score, relaxed = standard_metric(record["metadata"]["dataset"], prediction, references)
         components = result["reward"]["components"]
         total = result["reward"]["total_reward"]
