@@ -1,6 +1,8 @@
 """``benchmark_report``: one partition's generations, scores and summary land in DuckDB.
 
-All three tables are replaced for (run_id, model_key, batch_size) in one transaction, so a
+Generations with impossible measurements (NaN or negative latency, negative token counts) go
+to ``rejected_rows`` with their reasons instead. All tables are replaced for (run_id, model_key,
+batch_size) in one transaction, so a
 failed or repeated write never leaves partial or duplicate rows. Writes queue on the
 ``duckdb_writer`` pool, so parallel partitions never contend for DuckDB's single writer.
 After the write it (re)creates the report views, attaches figures (throughput vs batch size
@@ -23,15 +25,20 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.generation.partition_run import partition_stats
+from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
 from aerorl_ops.reporting.partition_summary import summary_row
 from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions, upsert_run
-from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REWARD_SCORES
+from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REJECTED_ROWS, REWARD_SCORES
 from aerorl_ops.storage.views import create_views
 from assets.metadata import markdown_preview
 from assets.partitions import benchmark_config, benchmark_partitions, partition_parts
+from assets.rejections import rejected_rows_table
 from assets.runs import benchmark_run_id, git_sha, library_versions
+
+
+REJECTION_STAGE = "benchmark_report[{}|{}]"
 
 
 class ReportConfig(dg.Config):
@@ -79,8 +86,12 @@ def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, du
     model_key, batch_size = partition_parts(context)
     run_id = benchmark_run_id(context)
     stats = partition_stats(generations)
-    gen_frame = generations.to_pandas()
+    accepted, rejected = split_valid_generations(generations)
+    for rejection in rejected[:20]:
+        context.log.warning(f"rejected generation {rejection.locator}: {rejection.reason}")
+    gen_frame = accepted.to_pandas()
     score_frame = reward_scores.to_pandas()
+    score_frame = score_frame[score_frame["sample_id"].isin(gen_frame["sample_id"])]
     summary = summary_row(gen_frame, score_frame, stats)
     key = {"run_id": run_id, "model_key": model_key, "batch_size": batch_size}
     writes = [
@@ -88,6 +99,10 @@ def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, du
                                                   batch_size, dagster_run_id=context.run.run_id)),
         PartitionWrite(REWARD_SCORES, key, with_key(score_frame, run_id, model_key, batch_size)),
         PartitionWrite(BENCHMARK_SUMMARY, key, with_key(pd.DataFrame([summary]), run_id, model_key, batch_size)),
+        PartitionWrite(REJECTED_ROWS, {"run_id": run_id, "stage": REJECTION_STAGE.format(model_key, batch_size),
+                                       "dataset": "generations"},
+                       rejected_rows_table(run_id, REJECTION_STAGE.format(model_key, batch_size), "generations",
+                                           rejected)),
     ]
     bench = benchmark_config()
     reward_config = json.loads(score_frame["reward_config"].iloc[0]) if len(score_frame) else None
@@ -119,6 +134,8 @@ def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, du
         "run_id": run_id,
         "generations_rows": inserted[0],
         "reward_scores_rows": inserted[1],
+        "rows_in": generations.num_rows,
+        "rows_rejected": len(rejected),
         "summary": markdown_preview(pd.DataFrame([shown])),
         "artifact": dg.MetadataValue.path(str(artifact)),
         "throughput_vs_batch_size": png_markdown("throughput vs batch size, this run",
