@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -20,20 +22,32 @@ def _safe_part(part: str) -> str:
     return cleaned
 
 
+def _safe_name(parts: Sequence[str]) -> str:
+    """``parts`` joined by ``__`` as one file name; when that is lossy (a character was replaced, or
+    a part holds ``_`` where it would blur the join), a hash of the original parts is appended, so
+    two different keys never share a file."""
+    name = "__".join(_safe_part(part) for part in parts)
+    if name.split("__") != list(parts):
+        name += "-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
+    return name
+
+
 class ParquetTableIOManager(dg.ConfigurableIOManager):
     """Stores each asset (partition) as ``<base_dir>/<asset>/<partition>.parquet``.
 
     Partition keys become file names with every character outside ``[A-Za-z0-9_.=-]``
-    replaced, so no key can address a path outside ``base_dir``. Writes are atomic
-    (temporary file, then rename), so a crashed step never leaves a half-written cache.
+    replaced, so no key can address a path outside ``base_dir``; a key that had to change
+    gets a hash of the original, so two keys never share a file. Writes are atomic
+    (temporary file, then rename; a failed write removes its temporary file), so a crashed
+    step never leaves a half-written cache.
     """
 
     base_dir: str
 
     def _path(self, asset_key: dg.AssetKey, partition_key: str | None) -> Path:
         base = Path(self.base_dir).resolve()
-        name = "__".join(_safe_part(p) for p in partition_key.split("|")) if partition_key else "all"
-        path = (base / "__".join(_safe_part(p) for p in asset_key.path) / f"{name}.parquet").resolve()
+        name = _safe_name(partition_key.split("|")) if partition_key else "all"
+        path = (base / _safe_name(asset_key.path) / f"{name}.parquet").resolve()
         if base not in path.parents:
             raise ValueError(f"refusing to write {path} outside {base}")
         return path
@@ -44,8 +58,11 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
         path = self._path(context.asset_key, context.partition_key if context.has_partition_key else None)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        pq.write_table(obj, temporary)
-        os.replace(temporary, path)
+        try:
+            pq.write_table(obj, temporary)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
 
     def load_input(self, context: dg.InputContext) -> pa.Table:

@@ -29,7 +29,7 @@ from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
 from aerorl_ops.reporting.partition_summary import summary_row
 from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
-from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions, upsert_run
+from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, transaction, write_partitions, write_run
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REJECTED_ROWS, REWARD_SCORES
 from aerorl_ops.storage.views import create_views
 from assets.metadata import markdown_preview
@@ -109,18 +109,19 @@ def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, du
     finished = datetime.now(timezone.utc)
     with duckdb.get_connection() as conn:
         ensure_tables(conn)
-        inserted = replace_partitions(conn, writes)
-        upsert_run(conn, {
-            "run_id": run_id, "kind": "benchmark",
-            "started_at": finished - timedelta(seconds=stats.wall_s + stats.model_load_s),
-            "finished_at": finished, "git_sha": git_sha(),
-            "config": json.dumps({"benchmark": bench.path, "models": [asdict(m) for m in bench.models],
-                                  "batch_sizes": list(bench.batch_sizes), "generation": stats.generation,
-                                  "rewards": reward_config}),
-            "seeds": json.dumps({"benchmark": bench.seed, "generation": stats.generation["seed"]}),
-            "library_versions": json.dumps(library_versions()),
-            "input_hashes": json.dumps(input_hashes(docvqa_rows, chartqa_rows)),
-        })
+        with transaction(conn):  # the partition's rows and its runs row land together, or not at all
+            inserted = write_partitions(conn, writes)
+            write_run(conn, {
+                "run_id": run_id, "kind": "benchmark",
+                "started_at": finished - timedelta(seconds=stats.wall_s + stats.model_load_s),
+                "finished_at": finished, "git_sha": git_sha(),
+                "config": json.dumps({"benchmark": bench.path, "models": [asdict(m) for m in bench.models],
+                                      "batch_sizes": list(bench.batch_sizes), "generation": stats.generation,
+                                      "rewards": reward_config}),
+                "seeds": json.dumps({"benchmark": bench.seed, "generation": stats.generation["seed"]}),
+                "library_versions": json.dumps(library_versions()),
+                "input_hashes": json.dumps(input_hashes(docvqa_rows, chartqa_rows)),
+            })
         create_views(conn)
         run_summary = pd.DataFrame(conn.execute("SELECT model_key, batch_size, samples_per_s FROM benchmark_summary "
                                                 "WHERE run_id = ?", [run_id]).fetchall(),

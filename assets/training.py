@@ -8,6 +8,7 @@ resumes from the latest checkpoint.
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -34,6 +35,7 @@ from assets.project import DATA_DIR
 from assets.resources import ModelRuntime
 
 TRAIN_SEED_OFFSET = 1000
+SAFE_RUN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 EVAL_SEED_OFFSET = 2000
 
 
@@ -64,6 +66,11 @@ class TrainingConfig(dg.Config):
     progress_bar: bool = False
 
     def rl_config(self) -> AeroRLConfig:
+        if self.quant_bits not in REFERENCE_QUANTIZATIONS:
+            raise ValueError(f"rl_run config quant_bits must be 4 (nf4), 8 (int8) or 16, got {self.quant_bits!r}")
+        if self.run_name and not SAFE_RUN_NAME.match(self.run_name):
+            raise ValueError(f"rl_run config run_name {self.run_name!r} must be letters, digits, '.', '_' or '-' "
+                             "(at most 100, not starting with '.'): it names a folder under data/checkpoints")
         config = AeroRLConfig(quant_ref_bits=self.quant_bits, algorithm=self.algorithm, group_size=self.group_size,
                               learning_rate=self.learning_rate, kl_coef=self.kl_coef, seed=self.seed,
                               max_new_tokens=self.max_new_tokens)
@@ -115,7 +122,7 @@ def training_tables(run_id: str, config: TrainingConfig, steps: list[StepStats],
 def rl_run(context: dg.AssetExecutionContext, config: TrainingConfig, model_runtime: ModelRuntime,
            duckdb: DuckDBResource) -> dg.MaterializeResult:
     """Supervised warm-up, then RL against a frozen quantized reference; metrics to DuckDB."""
-    rl_config = config.rl_config()
+    rl_config = config.rl_config()  # validates every setting before any model loads
     plan = config.plan()
     run_id = config.run_id()
     base = resolve_base_model(config.base_model, model_runtime)

@@ -7,7 +7,8 @@ tables; only table and column names from ``TableSpec`` constants in code appear 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import duckdb
@@ -35,27 +36,39 @@ class PartitionWrite(NamedTuple):
 
 
 def replace_partitions(conn: duckdb.DuckDBPyConnection, writes: Sequence[PartitionWrite]) -> list[int]:
-    """Apply several partition replacements in ONE transaction: all land, or none do.
+    """Apply several partition replacements in ONE transaction: all land, or none do."""
+    with transaction(conn):
+        return write_partitions(conn, writes)
+
+
+def write_partitions(conn: duckdb.DuckDBPyConnection, writes: Sequence[PartitionWrite]) -> list[int]:
+    """Delete then insert each write's partition, inside the caller's transaction.
 
     Every row must carry its write's key values (checked), so a write never touches another
     partition. Returns the rows inserted per write.
     """
     staged = [_validated(write) for write in writes]
+    for write, rows in zip(writes, staged):
+        spec = write.spec
+        columns = ", ".join(spec.column_names)
+        where = " AND ".join(f"{column} = ?" for column in spec.partition_columns)
+        conn.execute(f"DELETE FROM {spec.name} WHERE {where}", [write.key[c] for c in spec.partition_columns])
+        conn.register("_aerorl_staged", rows)
+        conn.execute(f"INSERT INTO {spec.name} ({columns}) SELECT {columns} FROM _aerorl_staged")
+        conn.unregister("_aerorl_staged")
+    return [rows.num_rows for rows in staged]
+
+
+@contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """BEGIN ... COMMIT, or ROLLBACK when the block raises."""
     conn.execute("BEGIN TRANSACTION")
     try:
-        for write, rows in zip(writes, staged):
-            spec = write.spec
-            columns = ", ".join(spec.column_names)
-            where = " AND ".join(f"{column} = ?" for column in spec.partition_columns)
-            conn.execute(f"DELETE FROM {spec.name} WHERE {where}", [write.key[c] for c in spec.partition_columns])
-            conn.register("_aerorl_staged", rows)
-            conn.execute(f"INSERT INTO {spec.name} ({columns}) SELECT {columns} FROM _aerorl_staged")
-            conn.unregister("_aerorl_staged")
-        conn.execute("COMMIT")
+        yield
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return [rows.num_rows for rows in staged]
+    conn.execute("COMMIT")
 
 
 def _validated(write: PartitionWrite) -> pa.Table:
@@ -74,25 +87,25 @@ def _validated(write: PartitionWrite) -> pa.Table:
 
 
 def upsert_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> None:
-    """Record a run, or widen an existing run's [started_at, finished_at] window.
+    """Record a run, or widen an existing run's window, in its own transaction."""
+    with transaction(conn):
+        write_run(conn, run)
+
+
+def write_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> None:
+    """Record a run, or widen an existing run's [started_at, finished_at] window (caller's transaction).
 
     Every partition of a benchmark run calls this with the same ``run_id``; the row keeps the
     first configuration it was given and the earliest start and latest finish.
     """
     columns = RUNS.column_names
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        conn.execute(
-            f"INSERT INTO runs ({', '.join(columns)}) SELECT {', '.join('?' for _ in columns)} "
-            "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
-            [run.get(column) for column in columns] + [run["run_id"]],
-        )
-        conn.execute(
-            "UPDATE runs SET started_at = least(started_at, ?), finished_at = greatest(finished_at, ?) "
-            "WHERE run_id = ?",
-            [run.get("started_at"), run.get("finished_at"), run["run_id"]],
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+    conn.execute(
+        f"INSERT INTO runs ({', '.join(columns)}) SELECT {', '.join('?' for _ in columns)} "
+        "WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
+        [run.get(column) for column in columns] + [run["run_id"]],
+    )
+    conn.execute(
+        "UPDATE runs SET started_at = least(started_at, ?), finished_at = greatest(finished_at, ?) "
+        "WHERE run_id = ?",
+        [run.get("started_at"), run.get("finished_at"), run["run_id"]],
+    )
