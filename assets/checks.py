@@ -92,9 +92,10 @@ def generations_are_not_prompt_echoes(generations: pa.Table) -> dg.AssetCheckRes
     return findings_result(prompt_echo_findings(generations), "responses echo the prompt")
 
 
-@_partitioned_check(asset="generations", blocking=True)
+@_partitioned_check(asset="generations")
 def generations_latencies_are_valid(generations: pa.Table) -> dg.AssetCheckResult:
-    """Every latency_ms and batch_latency_ms is a finite, non-negative number."""
+    """Every latency_ms and batch_latency_ms is a finite, non-negative number. Not blocking: the
+    report rejects such rows into ``rejected_rows`` with their reasons and writes the rest."""
     return findings_result(latency_findings(generations), "latencies are missing, NaN or negative")
 
 

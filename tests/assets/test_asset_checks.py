@@ -185,8 +185,14 @@ def test_a_prompt_echo_blocks_scoring_and_the_report(bench):
     assert not bench.database.exists()  # nothing reached DuckDB
 
 
-def test_a_negative_latency_blocks_scoring(bench):
+def test_a_negative_latency_fails_its_check_and_the_report_rejects_those_rows(bench):
     result = bench("run-1", 4, latency_ms=-1.0)
     assert failed(result) == {"generations_latencies_are_valid": "ERROR"}
     assert evaluations(result)["generations_latencies_are_valid"].metadata["failures"].value == 3
-    assert result.asset_materializations_for_node("reward_scores") == []
+    (report,) = result.asset_materializations_for_node("benchmark_report")
+    assert (report.metadata["rows_in"].value, report.metadata["rows_rejected"].value) == (3, 3)
+    with duckdb.connect(str(bench.database), read_only=True) as conn:
+        reasons = [r[0] for r in conn.execute("SELECT reason FROM rejected_rows WHERE run_id = 'run-1'").fetchall()]
+        kept = conn.execute("SELECT count(*) FROM generations WHERE run_id = 'run-1'").fetchone()[0]
+    assert len(reasons) == 3 and all("latency_ms is negative" in reason for reason in reasons)
+    assert kept == 0
