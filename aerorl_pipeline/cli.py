@@ -70,8 +70,9 @@ def _dev(args: argparse.Namespace) -> int:
     from aerorl_pipeline.instance import ensure_dagster_home
 
     ensure_dagster_home()
-    command = ["dagster", "dev", "-m", "aerorl_pipeline.definitions", "--host", args.host, "--port", str(args.port)]
-    os.execvp(command[0], command)
+    command = [sys.executable, "-m", "dagster", "dev", "-m", "aerorl_pipeline.definitions",
+               "--host", args.host, "--port", str(args.port)]
+    os.execv(command[0], command)  # the venv's own dagster, whether or not the venv is activated
     return 0
 
 
