@@ -13,10 +13,20 @@ from assets.metadata import markdown_preview
 from assets.partitions import benchmark_config, benchmark_partitions
 
 
+class RewardWeights(dg.Config):
+    """Weight overrides, one field per reward component: Dagster rejects an unknown component
+    name when the run is launched, before any step (or model) runs. Unset: the file's weight."""
+
+    verifier: float | None = None
+    grounding: float | None = None
+    format: float | None = None
+    cost: float | None = None
+
+
 class RewardConfig(dg.Config):
     """Overrides of the benchmark config's [rewards] table; unset fields keep the file's values."""
 
-    weights: dict[str, float] | None = None
+    weights: RewardWeights = RewardWeights()
     require_json: bool | None = None
     regex_pattern: str | None = None
     target_tokens: int | None = None
@@ -26,8 +36,11 @@ class RewardConfig(dg.Config):
 
 def effective_reward_settings(config: RewardConfig):
     base = benchmark_config().rewards
-    overrides = {name: value for name, value in config.model_dump().items() if value is not None}
-    merged = {"weights": base.weights, "require_json": base.require_json, "regex_pattern": base.regex_pattern,
+    overrides = {name: value for name, value in config.model_dump().items()
+                 if value is not None and name != "weights"}
+    weights = dict(base.weights)
+    weights.update({name: value for name, value in config.weights.model_dump().items() if value is not None})
+    merged = {"weights": weights, "require_json": base.require_json, "regex_pattern": base.regex_pattern,
               "target_tokens": base.target_tokens, "latency_budget_ms": base.latency_budget_ms,
               "pass_threshold": base.pass_threshold, **overrides}
     return parse_rewards("run config: reward_scores", merged)

@@ -44,6 +44,18 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _LOW_PRECISION else dtype
 
 
+def check_lm_head_inputs(hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, chunk_size: int) -> None:
+    """Shapes shared by the fused LM-head paths: hidden [B, T, H], weight [V, H], chunk >= 1 rows."""
+    if hidden_states.ndim != 3:
+        raise ValueError(f"hidden_states must have shape [batch, seq, hidden]; got {tuple(hidden_states.shape)}")
+    if lm_head_weight.ndim != 2 or lm_head_weight.shape[1] != hidden_states.shape[2]:
+        raise ValueError(
+            f"lm_head_weight must have shape [vocab, {hidden_states.shape[2]}]; got {tuple(lm_head_weight.shape)}"
+        )
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive number of rows; got {chunk_size}")
+
+
 def chunk_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """LM head on one chunk, upcast for a stable softmax. hidden: [C, H] -> [C, V]."""
     logits = F.linear(hidden, weight, bias)  # [C, V]
@@ -160,14 +172,7 @@ def fused_masked_cross_entropy(
     >>> round(loss.item(), 4)  # -log(e^1 / (e^1 + e^0)), only position 0 counted
     0.3133
     """
-    if hidden_states.ndim != 3:
-        raise ValueError(f"hidden_states must have shape [batch, seq, hidden]; got {tuple(hidden_states.shape)}")
-    if lm_head_weight.ndim != 2 or lm_head_weight.shape[1] != hidden_states.shape[2]:
-        raise ValueError(
-            f"lm_head_weight must have shape [vocab, {hidden_states.shape[2]}]; got {tuple(lm_head_weight.shape)}"
-        )
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive number of rows; got {chunk_size}")
+    check_lm_head_inputs(hidden_states, lm_head_weight, chunk_size)
     check_loss_inputs(hidden_states.shape[:2], labels, "hidden_states")
     mask = text_token_mask(labels, vision_mask, ignore_index)  # [B, T] bool
     rows, targets = select_rows(hidden_states, labels, mask, lm_head_weight.shape[0])  # [N, H], [N]

@@ -22,6 +22,7 @@ import torch
 from aerorl_ops.losses.fused_cross_entropy import (
     DEFAULT_CHUNK_SIZE,
     accumulation_dtype,
+    check_lm_head_inputs,
     chunk_logits,
     select_rows,
 )
@@ -120,19 +121,12 @@ def fused_token_logprobs(
     >>> out.logprobs.shape, round(out.logprobs.item(), 4)
     (torch.Size([1]), -0.3133)
     """
-    if hidden_states.ndim != 3:
-        raise ValueError(f"hidden_states must have shape [batch, seq, hidden]; got {tuple(hidden_states.shape)}")
-    if lm_head_weight.ndim != 2 or lm_head_weight.shape[1] != hidden_states.shape[2]:
-        raise ValueError(
-            f"lm_head_weight must have shape [vocab, {hidden_states.shape[2]}]; got {tuple(lm_head_weight.shape)}"
-        )
+    check_lm_head_inputs(hidden_states, lm_head_weight, chunk_size)
     if target_ids.shape != hidden_states.shape[:2] or mask.shape != hidden_states.shape[:2]:
         raise ValueError(
             f"target_ids {tuple(target_ids.shape)} and mask {tuple(mask.shape)} must both have the "
             f"batch/seq shape of hidden_states {tuple(hidden_states.shape[:2])}"
         )
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive number of rows; got {chunk_size}")
     if temperature <= 0:
         raise ValueError(f"temperature must be positive; got {temperature}")
     rows, targets = select_rows(hidden_states, target_ids, mask.to(torch.bool), lm_head_weight.shape[0])  # [N, H], [N]

@@ -184,18 +184,12 @@ def test_reward_weight_that_is_not_a_number_fails_run_config_validation(bench):
                                instance=bench.env.instance, run_config=run_config)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a reward_scores run-config override is parsed only when the reward_scores step runs "
-    "(Dagster instantiates a step's Config, and runs its validators, at that step), so the generations "
-    "step loads the model and generates before an unknown reward name is noticed"))
 def test_unknown_reward_name_in_run_config_fails_before_generation(bench, model_loads):
     bench.materialize_rows("bad-reward")
     job = bench.defs.resolve_job_def("benchmark")
     run_config = {"ops": {"generations": {"config": {"max_new_tokens": 3}},
                           "reward_scores": {"config": {"weights": {"verifer": 1.0}}}}}
-    result = job.execute_in_process(partition_key=dg.MultiPartitionKey({"model": "tiny-qwen2-vl", "batch_size": "4"}),
-                                    instance=bench.env.instance, run_config=run_config, raise_on_error=False)
-    loads = list(model_loads)
-    model_loads.clear()  # checked here, so the fixture's own check does not turn the xfail into an error
-    assert loads == []
-    assert "verifer" in step_failure_message(result)
+    with pytest.raises(dg.DagsterInvalidConfigError, match=r"verifer"):
+        job.execute_in_process(partition_key=dg.MultiPartitionKey({"model": "tiny-qwen2-vl", "batch_size": "4"}),
+                               instance=bench.env.instance, run_config=run_config, raise_on_error=False)
+    assert list(model_loads) == []  # rejected at launch: no step ran, no model loaded
