@@ -5,7 +5,10 @@ import shutil
 import pytest
 import torch
 
-from aerorl_ops.config.benchmark import RewardSettings
+from aerorl_ops.config.benchmark import RewardSettings, parse_benchmark_config
+from aerorl_ops.generation.batched import GenerationSettings, generate_rows
+from aerorl_ops.models.loading import load_vlm
+from aerorl_ops.models.sources import model_source
 from aerorl_ops.rl.checkpoint import latest_checkpoint
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
@@ -69,3 +72,18 @@ def test_resume_from_checkpoint_gives_the_same_next_loss(tiny_model_dir, few_row
     assert [s.step for s in resumed.steps] == [3]
     assert resumed.steps[0].loss == full.steps[-1].loss
     assert [e.phase for e in full.evals] == ["base", "warmup", "final"]
+
+
+def test_a_trained_checkpoint_is_benchmarked_as_one_more_model(tiny_model_dir, few_rows, tmp_path):
+    torch.set_num_threads(1)
+    plan = TrainingPlan(warmup_steps=1, warmup_batch_size=2, rl_steps=1, prompts_per_step=1, eval_interval=100,
+                        checkpoint_interval=100)
+    result = run_training(str(tiny_model_dir), tmp_path / "run", CONFIG, plan, few_rows[:2], few_rows[2:3],
+                          RewardSettings(), device="cpu")
+    config = parse_benchmark_config({"benchmark": {"batch_sizes": [2]},
+                                     "models": {"my-rl-policy": {"source": str(result.final_checkpoint)}}})
+    entry = config.model("my-rl-policy")
+    loaded = load_vlm(model_source(entry, tmp_path / "models"), torch.device("cpu"))
+    samples = generate_rows(loaded, few_rows[:2], batch_size=2, settings=GenerationSettings(max_new_tokens=3))
+    assert [s.sample_id for s in samples] == [r.sample_id for r in few_rows[:2]]
+    assert all(0 < s.generated_tokens <= 3 for s in samples)
