@@ -66,6 +66,7 @@ def contains_pairs(haystacks: pa.Array, needles: pa.Array) -> np.ndarray:
     pairs = pa.table({"haystack": haystacks, "needle": needles})
     connection = duckdb.connect()
     try:
+        connection.register("pairs", pairs)
         found = connection.sql("SELECT contains(haystack, needle) AS found FROM pairs").to_arrow_table()
     finally:
         connection.close()

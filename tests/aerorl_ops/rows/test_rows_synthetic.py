@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import time
 
 import pytest
 from PIL import Image
