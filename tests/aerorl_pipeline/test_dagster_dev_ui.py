@@ -20,7 +20,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_ui.py"
 ASSETS = {"docvqa_rows", "chartqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
 CHECKS = {
     ("generations", "generations_are_not_prompt_echoes", True),
-    ("generations", "generations_latencies_are_valid", True),
+    ("generations", "generations_latencies_are_valid", False),
     ("reward_scores", "reward_scores_have_no_nan", True),
     ("reward_scores", "reward_scores_match_generations", True),
     ("benchmark_report", "benchmark_report_has_not_regressed", False),
