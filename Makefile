@@ -1,6 +1,6 @@
 # Two commands on a fresh machine:
 #   make bench   set up .venv, then run the nightly benchmark on the embedded default
-#   make test    set up .venv, then run the test suite
+#   make test    set up .venv, then lint (ruff, import contracts) and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 # CPU torch by default (a local wheel where one exists, no CUDA downloads). On a GPU machine:
@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_FLAGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: setup bench test train dev clean
+.PHONY: setup bench lint test train dev clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,12 @@ $(STAMP): pyproject.toml
 bench: $(STAMP)
 	$(VENV)/bin/aerorl bench
 
-test: $(STAMP)
+# ruff (pyproject's [tool.ruff]) and the import contracts (pyproject's [tool.importlinter]).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(VENV)/bin/python -m pytest -q
 
 train: $(STAMP)

@@ -17,6 +17,14 @@ from collections.abc import Sequence
 
 from rapidfuzz.distance import Levenshtein
 
+# When a score counts as "correct", shared by the summary row and the report views.
+VERIFIER_CORRECT = 0.5  # AeroRL's verifier gives 1.0 exact, 0.5 contained, -0.5 wrong
+ANLS_CORRECT = 0.5
+RELAXED_ACCURACY_CORRECT = 1.0  # ChartQA relaxed accuracy is 0 or 1
+
+# The benchmark_summary metrics compared from run to run (the trends view and the regression check).
+TREND_METRICS = ("samples_per_s", "pass_rate", "latency_p95_ms", "average_reward")
+
 
 def _anls_text(text: str) -> str:
     return " ".join(text.strip().lower().split())

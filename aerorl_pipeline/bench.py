@@ -5,16 +5,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import duckdb
 from tqdm import tqdm
 
-from aerorl_ops.config.benchmark import ConfigError
-from aerorl_pipeline.definitions import defs
-from assets.datasets import chartqa_rows, docvqa_rows
-from assets.partitions import BATCH_DIMENSION, MODEL_DIMENSION, benchmark_config
+from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
+from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
+from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -26,9 +25,11 @@ class BenchPlan:
     partition_keys: tuple[dg.MultiPartitionKey, ...]
 
 
-def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_id: str | None = None) -> BenchPlan:
-    """Which partitions to run; unknown model keys or batch sizes fail here, before anything loads."""
-    config = benchmark_config()
+def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_id: str | None = None,
+               config: BenchmarkConfig | None = None) -> BenchPlan:
+    """Which partitions of ``config`` (default: the shipped config file) to run; unknown model keys or
+    batch sizes fail here, before anything loads."""
+    config = config or benchmark_config()
     for model in models:
         config.model(model)
     unknown = [size for size in batch_sizes if size not in config.batch_sizes]
@@ -40,20 +41,24 @@ def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_
         for model in (models or config.model_keys)
         for size in (batch_sizes or config.batch_sizes)
     )
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return BenchPlan(run_id or f"bench-{stamp}-{uuid.uuid4().hex[:6]}", keys)
 
 
-def run_bench(plan: BenchPlan, instance: dg.DagsterInstance, refresh_rows: bool = True,
-              show_progress: bool = True) -> list[dg.ExecuteInProcessResult]:
+def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance, refresh_rows: bool = True,
+              show_progress: bool = True, ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
+    """The rows, then each planned partition of the ``benchmark`` job of ``defs`` (built from the config
+    file); ``ops_config`` is the partitions' run config per op (from the command-line flags)."""
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
     results = []
     if refresh_rows:
-        results.append(dg.materialize([docvqa_rows, chartqa_rows], instance=instance, tags=tags,
-                                      resources=defs.resources, run_config=QUIET_LOGS, raise_on_error=False))
+        rows = [defs.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows")]
+        results.append(dg.materialize(rows, instance=instance, tags=tags, resources=defs.resources,
+                                      run_config=QUIET_LOGS, raise_on_error=False))
     job = defs.resolve_job_def("benchmark")
+    run_config = {**QUIET_LOGS, "ops": ops_config or {}}
     for key in tqdm(plan.partition_keys, desc="benchmark partitions", unit="partition", disable=not show_progress):
-        result = job.execute_in_process(partition_key=key, instance=instance, tags=tags, run_config=QUIET_LOGS,
+        result = job.execute_in_process(partition_key=key, instance=instance, tags=tags, run_config=run_config,
                                         raise_on_error=False)
         if not result.success:
             tqdm.write(f"partition {key} failed (run {result.run_id}); see `aerorl dev` for its logs")

@@ -1,10 +1,18 @@
-"""The `aerorl` command: bench, rerun, train, replay, dev."""
+"""The `aerorl` command: bench, rerun, train, replay, sql, dev."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
+
+from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError, load_benchmark_config
+from aerorl_pipeline.settings_flags import add_setting_flags, config_path_from, flag_values
+from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
+
+CONFIG_COMMANDS = ("bench", "train", "dev")
+"""The commands that read the settings file (``--config``)."""
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -12,15 +20,19 @@ def _bench(args: argparse.Namespace) -> int:
 
     instance = local_instance()
     from aerorl_pipeline.bench import plan_bench, run_bench, summary_table
+    from aerorl_pipeline.definitions import build_definitions
     from assets.project import DUCKDB_PATH
 
-    plan = plan_bench(args.model or (), args.batch_size or (), args.run_id)
+    plan = plan_bench(args.model or (), args.batch_size or (), args.run_id, config=args.settings)
     print(f"benchmark run {plan.run_id}: {len(plan.partition_keys)} partitions "
-          f"(DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
-    results = run_bench(plan, instance, refresh_rows=not args.skip_rows)
+          f"(config {args.config}, DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
+    ops_config = {"generations": {"config": flag_values(args, args.generation_flags)},
+                  "reward_scores": {"config": flag_values(args, args.reward_flags)}}
+    results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=not args.skip_rows,
+                        ops_config=ops_config)
     failed = [r for r in results if not r.success]
     print(summary_table(str(DUCKDB_PATH), plan.run_id))
-    print(f"\nDuckDB: {DUCKDB_PATH}\n  duckdb {DUCKDB_PATH} \"SELECT * FROM benchmark_summary WHERE run_id = '{plan.run_id}'\"")
+    print(f"\nDuckDB: {DUCKDB_PATH}\n  aerorl sql \"SELECT * FROM benchmark_summary WHERE run_id = '{plan.run_id}'\"")
     return 1 if failed else 0
 
 
@@ -29,13 +41,14 @@ def _train(args: argparse.Namespace) -> int:
 
     instance = local_instance()
     from aerorl_pipeline.bench import QUIET_LOGS
-    from aerorl_pipeline.definitions import defs
+    from aerorl_pipeline.definitions import build_definitions
 
-    settings = {name: value for name, value in vars(args).items()
-                if (name in TRAIN_SETTINGS or name == "resume") and value is not None}
+    settings = flag_values(args, args.training_flags)
+    settings.update({name: getattr(args, name) for name in ("run_name", "resume") if getattr(args, name) is not None})
     settings["progress_bar"] = True
     run_config = {"ops": {"rl_run": {"config": settings}}, **QUIET_LOGS}
-    result = defs.resolve_job_def("training").execute_in_process(instance=instance, run_config=run_config)
+    job = build_definitions(args.config).resolve_job_def("training")
+    result = job.execute_in_process(instance=instance, run_config=run_config)
     for event in result.get_asset_materialization_events():
         metadata = event.materialization.metadata
         print(metadata["evaluations"].value)
@@ -44,24 +57,8 @@ def _train(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
-TRAIN_SETTINGS = {
-    "base_model": (str, "model key from config/benchmark.toml, or a checkpoint directory"),
-    "algorithm": (str, "grpo or reinforce_pp"),
-    "steps": (int, "RL steps after the warm-up"),
-    "warmup_steps": (int, "supervised warm-up steps"),
-    "group_size": (int, "samples per prompt"),
-    "learning_rate": (float, "RL learning rate"),
-    "kl_coef": (float, "KL coefficient to the reference"),
-    "quant_bits": (int, "reference precision: 4 (nf4), 8 (int8) or 16"),
-    "seed": (int, "seed"),
-    "eval_interval": (int, "evaluate every N RL steps"),
-    "checkpoint_interval": (int, "checkpoint every N steps"),
-    "run_name": (str, "run id (default: derived from the settings; the same settings resume)"),
-}
-
-
 def _replay(argv: list[str]) -> int:
-    from aerorl_ops.replay import main as replay_main
+    from aerorl_ops.replay.cli import main as replay_main
 
     return replay_main(argv)
 
@@ -70,34 +67,52 @@ def _dev(args: argparse.Namespace) -> int:
     from aerorl_pipeline.instance import ensure_dagster_home
 
     ensure_dagster_home()
+    os.environ[CONFIG_ENV] = str(args.config)  # read by aerorl_pipeline.definitions.defs when dagster loads it
     command = [sys.executable, "-m", "dagster", "dev", "-m", "aerorl_pipeline.definitions",
                "--host", args.host, "--port", str(args.port)]
     os.execv(command[0], command)  # the venv's own dagster, whether or not the venv is activated
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=BENCHMARK_CONFIG_PATH, metavar="FILE",
+                        help="the settings file; its values are the other flags' defaults (default: %(default)s)")
+
+
+def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentParser:
+    """The ``aerorl`` parser; the settings flags default to the values in ``settings`` (the ``--config``
+    file). ``main`` reads that file first for the commands that take it."""
+    defaults = settings or BenchmarkConfig(models=(), batch_sizes=())  # else the dataclass defaults (no file read)
     parser = argparse.ArgumentParser(prog="aerorl", description="AeroRL Pipeline: VLM benchmark and RL on Dagster.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     bench = commands.add_parser("bench", help="materialize the nightly benchmark (rows, every partition, report)")
+    _add_config_flag(bench)
     bench.add_argument("--model", action="append", help="only this model key (repeatable); rerun one model")
     bench.add_argument("--batch-size", action="append", type=int, help="only this batch size (repeatable)")
     bench.add_argument("--run-id", help="benchmark run id shared by the partitions (default: bench-<time>)")
     bench.add_argument("--skip-rows", action="store_true", help="reuse the cached dataset rows")
-    bench.set_defaults(handler=_bench)
+    bench.set_defaults(handler=_bench, settings=settings,
+                       generation_flags=add_setting_flags(bench.add_argument_group("generation"), defaults.generation),
+                       reward_flags=add_setting_flags(bench.add_argument_group("rewards"), defaults.rewards))
 
     train = commands.add_parser("train", help="run the training job (warm-up + RL vs a quantized reference)")
-    for name, (kind, text) in TRAIN_SETTINGS.items():
-        train.add_argument(f"--{name.replace('_', '-')}", type=kind, help=text)
+    _add_config_flag(train)
+    training_flags = add_setting_flags(train.add_argument_group("training"), defaults.training)
+    train.add_argument("--run-name", help="run id (default: derived from the settings; the same settings resume)")
     train.add_argument("--no-resume", dest="resume", action="store_false", default=None,
                        help="start over even when a checkpoint of this run exists")
-    train.set_defaults(handler=_train)
+    train.set_defaults(handler=_train, training_flags=training_flags)
 
     commands.add_parser("replay", help="score a replay JSONL with the reward stack (see `aerorl replay -h`)",
                         add_help=False)
 
+    from aerorl_pipeline.sql import add_sql_command
+
+    add_sql_command(commands)
+
     dev = commands.add_parser("dev", help="start the Dagster UI on the project's instance")
+    _add_config_flag(dev)
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=3000)
     dev.set_defaults(handler=_dev)
@@ -108,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["replay"]:
         return _replay(argv[1:])
-    args = build_parser().parse_args(argv)
-    from aerorl_ops.config.benchmark import ConfigError
-
     try:
+        settings = (load_benchmark_config(config_path_from(argv, BENCHMARK_CONFIG_PATH))
+                    if argv[:1] and argv[0] in CONFIG_COMMANDS else None)
+        args = build_parser(settings).parse_args(argv)
+        if hasattr(args, "config"):
+            args.config = args.config.expanduser().resolve()
         return args.handler(args)
     except ConfigError as error:
         print(f"aerorl: configuration error: {error}", file=sys.stderr)

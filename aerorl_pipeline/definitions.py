@@ -1,23 +1,50 @@
-"""The code location: assembles assets, checks, jobs, schedules and resources. Nothing else."""
+"""The code location: assembles assets, checks, jobs, schedules and resources. Nothing else.
+
+``build_definitions(config_path)`` builds them from one config file (partitions, run-config
+defaults, settings). ``dagster dev -m aerorl_pipeline.definitions`` loads ``defs``, which reads
+the file named by ``$AERORL_CONFIG`` (``aerorl dev --config FILE`` sets it) when it loads, else
+``config/benchmark.toml``.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
 import dagster as dg
 
+from aerorl_ops.config.benchmark import load_benchmark_config
 from aerorl_pipeline.jobs import benchmark_job, training_job
-from aerorl_pipeline.schedules import nightly_benchmark
-from assets.checks import benchmark_checks
-from assets.datasets import chartqa_rows, docvqa_rows
-from assets.generation import generations
-from assets.reports import benchmark_report
+from aerorl_pipeline.schedules import build_nightly_schedule
+from assets.benchmark.checks import build_benchmark_checks
+from assets.benchmark.generation import build_generations
+from assets.benchmark.partitions import build_benchmark_partitions
+from assets.benchmark.reports import build_benchmark_report
+from assets.benchmark.scoring import build_reward_scores
+from assets.datasets.rows import build_rows_assets
+from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 from assets.resources import default_resources
-from assets.scoring import reward_scores
-from assets.training import rl_run
+from assets.training.rl_run import build_rl_run
 
-defs = dg.Definitions(
-    assets=[docvqa_rows, chartqa_rows, generations, reward_scores, benchmark_report, rl_run],
-    asset_checks=benchmark_checks,
-    jobs=[benchmark_job, training_job],
-    schedules=[nightly_benchmark],
-    resources=default_resources(),
-)
+
+def build_definitions(config_path: str | Path = BENCHMARK_CONFIG_PATH,
+                      resources: Mapping[str, object] | None = None) -> dg.Definitions:
+    """Every definition, built from the config file at ``config_path``; ``resources`` replace the
+    default ones (tests point them at a temporary folder)."""
+    bench = load_benchmark_config(Path(config_path))
+    partitions = build_benchmark_partitions(bench)
+    return dg.Definitions(
+        assets=[*build_rows_assets(bench), build_generations(bench, partitions), build_reward_scores(bench, partitions),
+                build_benchmark_report(bench, partitions), build_rl_run(bench)],
+        asset_checks=build_benchmark_checks(partitions),
+        jobs=[benchmark_job, training_job],
+        schedules=[build_nightly_schedule(partitions)],
+        resources=dict(resources) if resources is not None else default_resources(),
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The definitions ``dagster dev`` loads: of ``$AERORL_CONFIG`` when set, else the shipped config."""
+    return build_definitions(os.environ.get(CONFIG_ENV) or BENCHMARK_CONFIG_PATH)

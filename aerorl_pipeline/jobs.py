@@ -1,22 +1,20 @@
-"""The two jobs: the partitioned benchmark, and training."""
+"""The two jobs: the partitioned benchmark, and training. They select assets by key, so they fit
+the definitions built from any config file."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from assets.generation import generations
-from assets.reports import benchmark_report
-from assets.scoring import reward_scores
-from assets.training import rl_run
+BENCHMARK_ASSETS = ("generations", "reward_scores", "benchmark_report")
 
 benchmark_job = dg.define_asset_job(
     "benchmark",
-    selection=dg.AssetSelection.assets(generations, reward_scores, benchmark_report),
+    selection=dg.AssetSelection.assets(*BENCHMARK_ASSETS),
     description="Generate, score and report one model x batch-size partition.",
 )
 
 training_job = dg.define_asset_job(
     "training",
-    selection=dg.AssetSelection.assets(rl_run),
+    selection=dg.AssetSelection.assets("rl_run"),
     description="Masked-loss RL of a policy against a frozen quantized reference.",
 )

@@ -54,7 +54,8 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: pa.Table) -> None:
         if not isinstance(obj, pa.Table):
-            raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}, expected a pyarrow.Table")
+            raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}, "
+                            "expected a pyarrow.Table")
         path = self._path(context.asset_key, context.partition_key if context.has_partition_key else None)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")

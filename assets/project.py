@@ -1,11 +1,23 @@
-"""Where this checkout keeps its config, cached data and reports (defaults for the resources)."""
+"""Where this checkout keeps its config, cached data and reports (defaults for the resources and
+for every command's ``--config``)."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+
+from aerorl_ops.config.benchmark import BenchmarkConfig, load_benchmark_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK_CONFIG_PATH = PROJECT_ROOT / "config" / "benchmark.toml"
+CONFIG_ENV = "AERORL_CONFIG"
+"""Names another config file for ``dagster dev``; read only when the definitions load."""
 DATA_DIR = PROJECT_ROOT / "data"
 REPORTS_DIR = PROJECT_ROOT / "reports"
 DUCKDB_PATH = REPORTS_DIR / "aerorl.duckdb"
+
+
+@cache
+def benchmark_config(path: Path = BENCHMARK_CONFIG_PATH) -> BenchmarkConfig:
+    """The benchmark config at ``path`` (the shipped one by default), read once per process."""
+    return load_benchmark_config(path)

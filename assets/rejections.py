@@ -9,14 +9,14 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partition
-from aerorl_ops.storage.schema import REJECTED_ROWS
+from aerorl_ops.storage.schema import REJECTED_ROWS, output_schema
 
 
 def rejected_rows_table(run_id: str, stage: str, dataset: str, rejected: Sequence[RejectedRow]) -> pa.Table:
     return pa.Table.from_pylist(
         [{"run_id": run_id, "stage": stage, "dataset": dataset, "locator": r.locator,
           "sample_id": r.sample_id, "reason": r.reason} for r in rejected],
-        schema=pa.schema([(name, pa.string()) for name in REJECTED_ROWS.column_names]),
+        schema=output_schema(REJECTED_ROWS.schema),
     )
 
 

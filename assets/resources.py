@@ -8,7 +8,7 @@ import dagster as dg
 import torch
 from dagster_duckdb import DuckDBResource
 
-from aerorl_ops.config.benchmark import ModelEntry
+from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
 from assets.io_managers import ParquetTableIOManager

@@ -154,13 +154,15 @@ def report(shapes: Shapes, args: argparse.Namespace, naive: PathResult, fused: P
         f"vision={shapes.vision_fraction:.0%} counted rows N={shapes.counted_rows} "
         f"fp32 device={args.device} threads={args.threads} chunk_size={args.chunk_size} repeats={args.repeats}"
     )
-    print(f"inputs+weights baseline: {naive.baseline_bytes / GIB:.2f} GiB (naive), {fused.baseline_bytes / GIB:.2f} GiB (fused)")
+    print(f"inputs+weights baseline: {naive.baseline_bytes / GIB:.2f} GiB (naive), "
+          f"{fused.baseline_bytes / GIB:.2f} GiB (fused)")
     print(f"naive [B, T, V] fp32 logits alone: {logits_bytes / GIB:.2f} GiB")
     print(f"{'path':<6} {'peak added (GiB)':>17} {'median fwd+bwd (s)':>19}  times (s)           loss")
     for r in (naive, fused):
         bound = "<=" if r.peak_is_upper_bound else "  "
         times = ", ".join(f"{t:.2f}" for t in r.times_s)
-        print(f"{r.path:<6} {bound}{r.peak_added_bytes / GIB:>15.3f} {statistics.median(r.times_s):>19.3f}  [{times}]  {r.loss:.6f}")
+        print(f"{r.path:<6} {bound}{r.peak_added_bytes / GIB:>15.3f} {statistics.median(r.times_s):>19.3f}  "
+              f"[{times}]  {r.loss:.6f}")
     memory_ratio = naive.peak_added_bytes / max(fused.peak_added_bytes, 1)
     speed_ratio = statistics.median(naive.times_s) / statistics.median(fused.times_s)
     for name, ratio, floor in (("memory", memory_ratio, MEMORY_FLOOR), ("speed", speed_ratio, SPEED_FLOOR)):

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from aerorl_ops.replay_io import iter_replay_records, read_replay
+from aerorl_ops.replay.reader import iter_replay_records, read_replay
 from aerorl_ops.rewards import evaluate_records, evaluate_table
 
 SHAPES = ("repeated", "unique")

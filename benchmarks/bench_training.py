@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from aerorl_ops.config.benchmark import RewardSettings
+from aerorl_ops.config.rewards import RewardSettings
+from aerorl_ops.config.training import QUANT_REF_BITS, TRAINING_DEFAULTS
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.config import AeroRLConfig
@@ -50,14 +51,15 @@ def completion_distributions(model, batch: SequenceBatch) -> torch.Tensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--warmup-steps", type=int, default=100)
-    parser.add_argument("--rl-steps", type=int, default=40)
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--prompts-per-step", type=int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=3e-4)
-    parser.add_argument("--kl-coef", type=float, default=0.04)
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--quant-bits", type=int, default=4, choices=(4, 8, 16))
+    defaults = TRAINING_DEFAULTS  # the pipeline's training defaults (config/benchmark.toml [training])
+    parser.add_argument("--warmup-steps", type=int, default=defaults.warmup_steps)
+    parser.add_argument("--rl-steps", type=int, default=defaults.steps)
+    parser.add_argument("--group-size", type=int, default=defaults.group_size)
+    parser.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    parser.add_argument("--kl-coef", type=float, default=defaults.kl_coef)
+    parser.add_argument("--temperature", type=float, default=AeroRLConfig().temperature)
+    parser.add_argument("--quant-bits", type=int, default=defaults.quant_bits, choices=QUANT_REF_BITS)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
@@ -104,7 +106,8 @@ def main() -> None:
         q_logp = completion_distributions(quantized.model, rollout.batch)  # [N, V]
         kl = F.kl_div(q_logp, reference_logp, log_target=True, reduction="batchmean")
         print(f"{quantization.precision:5}: {q_bytes / 2**20:8.3f} MiB ({full_bytes / q_bytes:.2f}x smaller); "
-              f"mean KL(fp32 || {quantization.precision}) over {reference_logp.shape[0]} rollout tokens: {float(kl):.6f}")
+              f"mean KL(fp32 || {quantization.precision}) over {reference_logp.shape[0]} rollout tokens: "
+              f"{float(kl):.6f}")
     print("note: embeddings, norms and the LM head stay unquantized; on the tiny model they are a large share "
           "of the parameters, so the ratios are far below 4x/8x. Linear layers shrink 4x (int8) and ~8x (nf4).")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
+from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
 from aerorl_ops.generation.prompts import chat_messages, user_prompt
 from aerorl_ops.models.loading import LoadedVLM
@@ -22,29 +23,7 @@ from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rows.row import Row
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Decoding settings. Sampling uses ``top_k=0, top_p=1`` unless set (``generate`` would apply top_k=50)."""
-
-    max_new_tokens: int = 32
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if self.do_sample and self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0 when sampling, got {self.temperature}")
-
-    def generate_kwargs(self) -> dict[str, object]:
-        if not self.do_sample:
-            return {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
-        return {"do_sample": True, "temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+DEFAULT_SETTINGS = GenerationSettings()  # the [generation] defaults: greedy
 
 
 @dataclass(frozen=True)
@@ -165,7 +144,7 @@ def generate_rows(
     loaded: LoadedVLM,
     rows: Sequence[Row],
     batch_size: int,
-    settings: GenerationSettings = GenerationSettings(),
+    settings: GenerationSettings = DEFAULT_SETTINGS,
     on_progress: Callable[[BatchProgress], None] | None = None,
     generate_fn: Callable[..., list[GeneratedSample]] = generate_batch,
 ) -> list[GeneratedSample]:

@@ -10,18 +10,22 @@ from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 
-from aerorl_ops.generation.batched import BatchProgress, GenerationSettings, generate_rows
+from aerorl_ops.config.generation import GenerationSettings
+from aerorl_ops.generation.batched import BatchProgress, generate_rows
 from aerorl_ops.generation.records import generations_table
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.row import Row
-from aerorl_ops.telemetry import TelemetrySampler
+from aerorl_ops.telemetry import TelemetrySampler, TelemetrySummary
 
 STATS_METADATA_KEY = b"aerorl.partition_stats"
 
 
 @dataclass(frozen=True)
 class PartitionStats:
-    """Partition-level measurements that travel with the cached generations."""
+    """Partition-level measurements that travel with the cached generations.
+
+    ``telemetry`` is None when nothing was sampled (tables made by hand).
+    """
 
     model_source: str
     device: str
@@ -29,7 +33,7 @@ class PartitionStats:
     samples: int
     wall_s: float
     model_load_s: float
-    telemetry: dict[str, object]
+    telemetry: TelemetrySummary | None
     generation: dict[str, object]  # the GenerationSettings actually used
 
 
@@ -48,7 +52,7 @@ def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, sett
         samples=len(samples),
         wall_s=wall_s,
         model_load_s=loaded.load_seconds,
-        telemetry=sampler.summary().as_record(),
+        telemetry=sampler.summary(),
         generation=asdict(settings),
     )
     return with_partition_stats(generations_table(rows, samples), stats)
@@ -56,7 +60,8 @@ def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, sett
 
 def with_partition_stats(table: pa.Table, stats: PartitionStats) -> pa.Table:
     metadata = dict(table.schema.metadata or {})
-    metadata[STATS_METADATA_KEY] = json.dumps(asdict(stats)).encode()
+    telemetry = None if stats.telemetry is None else stats.telemetry.as_record()
+    metadata[STATS_METADATA_KEY] = json.dumps({**asdict(stats), "telemetry": telemetry}).encode()
     return table.replace_schema_metadata(metadata)
 
 
@@ -65,4 +70,6 @@ def partition_stats(table: pa.Table) -> PartitionStats:
     raw = (table.schema.metadata or {}).get(STATS_METADATA_KEY)
     if raw is None:
         raise ValueError("this generations table carries no partition stats; was it made by run_generation?")
-    return PartitionStats(**json.loads(raw))
+    fields = json.loads(raw)
+    telemetry = fields.pop("telemetry")
+    return PartitionStats(**fields, telemetry=TelemetrySummary.from_record(telemetry) if telemetry else None)

@@ -1,14 +1,7 @@
-"""Generations as replay records: the format the reward stack and ``aerorl replay`` read.
+"""Generations as a flat Arrow table: one row per sample, the columns of ``GENERATION_SCHEMA``.
 
-One record per sample::
-
-    {"id", "prompt", "response", "reference": [every alias],
-     "metadata": {"evidence_entities", "claimed_entities", "latency_ms", "generated_tokens",
-                  "dataset", "raw_response", "batch_latency_ms", "prompt_text_tokens",
-                  "vision_tokens", "batch_index", "batch_size"}}
-
-The same data as a flat Arrow table (one column per field) is what the ``generations`` asset
-caches and the report writes to DuckDB.
+This is what the ``generations`` asset caches, what scoring reads column by column and, with the
+partition key, what the report writes to DuckDB's ``generations`` table.
 """
 
 from __future__ import annotations
@@ -17,31 +10,14 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from aerorl_ops.generation.answers import extract_answer
 from aerorl_ops.generation.batched import GeneratedSample
 from aerorl_ops.rows.row import Row
+from aerorl_ops.storage.schema import GENERATION_FIELDS, GENERATIONS, output_schema
+from aerorl_ops.text.answers import extract_answer
 
-GENERATION_SCHEMA = pa.schema([
-    ("sample_id", pa.string()),
-    ("dataset", pa.string()),
-    ("prompt", pa.string()),
-    ("response", pa.string()),
-    ("raw_response", pa.string()),
-    ("reference", pa.list_(pa.string())),
-    ("evidence_entities", pa.list_(pa.string())),
-    ("claimed_entities", pa.list_(pa.string())),
-    ("latency_ms", pa.float64()),
-    ("batch_latency_ms", pa.float64()),
-    ("generated_tokens", pa.int32()),
-    ("prompt_text_tokens", pa.int32()),
-    ("vision_tokens", pa.int32()),
-    ("batch_index", pa.int32()),
-    ("batch_size", pa.int32()),
-])
-
-_METADATA_FIELDS = ("evidence_entities", "claimed_entities", "latency_ms", "generated_tokens", "dataset",
-                    "raw_response", "batch_latency_ms", "prompt_text_tokens", "vision_tokens", "batch_index",
-                    "batch_size")
+GENERATION_SCHEMA = output_schema([*GENERATION_FIELDS, GENERATIONS.schema.field("batch_size")])
+"""The columns of the ``generations`` table (``aerorl_ops.storage.schema``) that one partition's
+generation produces, its batch size last."""
 
 
 def claimed_entities(response: str) -> list[str]:
@@ -77,17 +53,3 @@ def generations_table(rows: Sequence[Row], samples: Sequence[GeneratedSample]) -
             "batch_size": sample.batch_size,
         })
     return pa.Table.from_pylist(records, schema=GENERATION_SCHEMA)
-
-
-def replay_records(table: pa.Table) -> list[dict]:
-    """``GENERATION_SCHEMA`` rows as replay records (JSON-ready dicts)."""
-    return [
-        {
-            "id": record["sample_id"],
-            "prompt": record["prompt"],
-            "response": record["response"],
-            "reference": record["reference"],
-            "metadata": {name: record[name] for name in _METADATA_FIELDS},
-        }
-        for record in table.to_pylist()
-    ]

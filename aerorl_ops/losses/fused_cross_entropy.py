@@ -139,7 +139,7 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grads = ctx.grads
         del ctx.grads  # hand the buffers over so autograd can adopt them without a copy
         out = []
-        for grad, dtype in zip(grads, ctx.dtypes):
+        for grad, dtype in zip(grads, ctx.dtypes, strict=True):
             if grad is not None:
                 if not bool(grad_loss == 1):
                     grad.mul_(grad_loss)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, ProcessorMixin, PreTrainedModel
+from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, PreTrainedModel, ProcessorMixin
 
 from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
 
@@ -116,7 +116,8 @@ def _load_config(source: ModelSource):
 def _unavailable(source: ModelSource, error: Exception) -> ModelUnavailableError:
     if source.is_local:
         hint = f"the directory {source.location!r} exists but is not a loadable checkpoint ({error})"
-    elif Path(source.location).expanduser().exists() or "/" not in source.location or source.location.startswith((".", "/", "~")):
+    elif (Path(source.location).expanduser().exists() or "/" not in source.location
+          or source.location.startswith((".", "/", "~"))):
         hint = f"no checkpoint directory at {source.location!r}"
     else:
         hint = (

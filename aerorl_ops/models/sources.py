@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from aerorl_ops.config.benchmark import ModelEntry
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
+from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import ModelSource
 
 EMBEDDED_BUILDERS = {"tiny-qwen2-vl": build_tiny_qwen2vl}

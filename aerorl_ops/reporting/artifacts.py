@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _DOTS = re.compile(r"\.{2,}")
 MAX_COMPONENT_CHARS = 80
-COMPONENTS = ("verifier", "grounding", "format", "cost")
 
 
 def safe_path_component(value: str) -> str:
@@ -87,7 +88,7 @@ def benchmark_artifact(run_id: str, model_key: str, batch_size: int, summary: Ma
         "aerorl_stack": {
             "pass_rate": summary.get("pass_rate"),
             "average_reward": summary.get("average_reward"),
-            "component_averages": {name: summary.get(f"{name}_avg") for name in COMPONENTS},
+            "component_averages": {name: summary.get(f"{name}_avg") for name in REWARD_COMPONENT_NAMES},
             "weights": config.get("weights"),
             "pass_threshold": config.get("pass_threshold"),
         },

@@ -26,11 +26,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aerorl_ops.storage.views import TREND_METRICS
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
+from aerorl_ops.metrics import TREND_METRICS
 
 CHAT_TEMPLATE_MARKER = "<|im_start|>"
 LATENCY_COLUMNS = ("latency_ms", "batch_latency_ms")
-SCORE_COLUMNS = ("verifier", "grounding", "format", "cost", "total_reward", "anls", "relaxed_accuracy")
+SCORE_COLUMNS = (*REWARD_COMPONENT_NAMES, "total_reward", "anls", "relaxed_accuracy")
 REQUIRED_SCORE_COLUMNS = ("total_reward",)
 REGRESSION_METRICS = ("pass_rate", "samples_per_s")
 REFERENCE_BATCH_SIZE = 1
@@ -92,9 +93,10 @@ def nan_score_findings(scores: pa.Table) -> list[Finding]:
         values = scores.column(column)
         nan = pc.fill_null(pc.is_nan(values), False).to_pylist()
         missing = values.is_null().to_pylist() if column in REQUIRED_SCORE_COLUMNS else [False] * len(ids)
-        findings += [Finding(sample_id, f"{column} is NaN", "nan") for sample_id, bad in zip(ids, nan) if bad]
+        findings += [Finding(sample_id, f"{column} is NaN", "nan")
+                     for sample_id, bad in zip(ids, nan, strict=True) if bad]
         findings += [Finding(sample_id, f"{column} is missing", "null")
-                     for sample_id, bad in zip(ids, missing) if bad]
+                     for sample_id, bad in zip(ids, missing, strict=True) if bad]
     return findings
 
 
@@ -176,8 +178,8 @@ def previous_run(conn: duckdb.DuckDBPyConnection, run_id: str, model_key: str, b
     if row is None:
         return None
     values = row[1:]
-    return PreviousRun(run_id, row[0], current=dict(zip(metrics, values[0::2])),
-                       previous=dict(zip(metrics, values[1::2])))
+    return PreviousRun(run_id, row[0], current=dict(zip(metrics, values[0::2], strict=True)),
+                       previous=dict(zip(metrics, values[1::2], strict=True)))
 
 
 class ResponseDrift(NamedTuple):

@@ -103,7 +103,8 @@ def _require(frame: pd.DataFrame, name: str, columns: tuple[str, ...], caller: s
 def _groups(data: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
     """(label, rows) per distinct key combination, sorted by key values."""
     grouped = data.groupby(keys, sort=True)
-    return [(" / ".join(_label(key, value) for key, value in zip(keys, values)), group) for values, group in grouped]
+    return [(" / ".join(_label(key, value) for key, value in zip(keys, values, strict=True)), group)
+            for values, group in grouped]
 
 
 def _label(key: str, value: object) -> str:

@@ -12,7 +12,6 @@ from aerorl_ops.rewards.context import RewardCallable, RewardContext, RewardFunc
 from aerorl_ops.rewards.evaluate import evaluate_records
 from aerorl_ops.rewards.registry import REWARD_COMPONENTS, validate_weights
 from aerorl_ops.rewards.stack import (
-    DEFAULT_WEIGHTS,
     WeightedRewardStack,
     build_default_reward_stack,
     build_reward_stack,
@@ -20,7 +19,6 @@ from aerorl_ops.rewards.stack import (
 from aerorl_ops.rewards.verifiers import VERIFIER_MODES, AnlsVerifierReward, RelaxedAccuracyVerifierReward
 
 __all__ = [
-    "DEFAULT_WEIGHTS",
     "REWARD_COMPONENTS",
     "VERIFIER_MODES",
     "AnlsVerifierReward",

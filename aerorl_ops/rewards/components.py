@@ -1,8 +1,10 @@
 """AeroRL's four reward components, each a small callable with its settings as fields.
 
-Each component scores one ``RewardContext`` (the reference behaviour) and also knows how
-to score a whole replay table at once (``score_columns``, used by ``evaluate_table``);
-both give the same floats. Scores lie in [-1, 1].
+Each component scores one ``RewardContext`` (the reference behaviour). The columnar engine
+scores a whole replay table at once with one kernel per component type
+(``aerorl_ops.rewards.columnar.kernels.COLUMN_KERNELS``); both give the same floats. Scores
+lie in [-1, 1]. Default settings are AeroRL's (``aerorl_compat.AERORL_REWARDS``); each component
+reports under its name from ``config.rewards.REWARD_COMPONENT_NAMES``.
 """
 
 from __future__ import annotations
@@ -10,15 +12,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-
+from aerorl_ops.aerorl_compat import AERORL_REWARDS
+from aerorl_ops.config.rewards import COST, FORMAT, GROUNDING, VERIFIER
 from aerorl_ops.rewards.context import RewardContext, RewardResult
 from aerorl_ops.rewards.normalize import clip_score, entity_aliases, reference_candidates, word_count
-
-if TYPE_CHECKING:
-    from aerorl_ops.rewards.columns import ReplayColumns
 
 JSON_PENALTY = 1.3
 REGEX_PENALTY = 0.5
@@ -35,9 +34,9 @@ class FormatReward:
     -0.8
     """
 
-    require_json: bool = False
-    regex_pattern: str | None = None
-    name: str = "format"
+    require_json: bool = AERORL_REWARDS.require_json
+    regex_pattern: str | None = AERORL_REWARDS.regex_pattern
+    name: str = FORMAT
 
     def __call__(self, context: RewardContext) -> RewardResult:
         score = 1.0
@@ -53,11 +52,6 @@ class FormatReward:
             if not matched:
                 score -= REGEX_PENALTY
         return RewardResult(name=self.name, score=clip_score(score), details=details)
-
-    def score_columns(self, columns: ReplayColumns) -> np.ndarray:
-        from aerorl_ops.rewards import kernels
-
-        return kernels.format_scores(columns, self.require_json, self.regex_pattern)
 
 
 def is_json(text: str) -> bool:
@@ -91,7 +85,7 @@ class VerifierReward:
     """
 
     case_sensitive: bool = False
-    name: str = "verifier"
+    name: str = VERIFIER
 
     def __call__(self, context: RewardContext) -> RewardResult:
         references = reference_candidates(context.reference)
@@ -125,11 +119,6 @@ class VerifierReward:
             },
         )
 
-    def score_columns(self, columns: ReplayColumns) -> np.ndarray:
-        from aerorl_ops.rewards import kernels
-
-        return kernels.verifier_scores(columns, self.case_sensitive)
-
 
 @dataclass(slots=True)
 class GroundingReward:
@@ -143,7 +132,7 @@ class GroundingReward:
     0.333333
     """
 
-    name: str = "grounding"
+    name: str = GROUNDING
 
     def __call__(self, context: RewardContext) -> RewardResult:
         evidence_entities = context.metadata.get("evidence_entities", [])
@@ -166,11 +155,6 @@ class GroundingReward:
             },
         )
 
-    def score_columns(self, columns: ReplayColumns) -> np.ndarray:
-        from aerorl_ops.rewards import kernels
-
-        return kernels.grounding_scores(columns)
-
 
 @dataclass(slots=True)
 class CostReward:
@@ -182,9 +166,9 @@ class CostReward:
     0.0
     """
 
-    target_tokens: int = 128
-    latency_budget_ms: float = 500.0
-    name: str = "cost"
+    target_tokens: int = AERORL_REWARDS.target_tokens
+    latency_budget_ms: float = AERORL_REWARDS.latency_budget_ms
+    name: str = COST
 
     def __call__(self, context: RewardContext) -> RewardResult:
         token_count = word_count(context.response)
@@ -202,8 +186,3 @@ class CostReward:
                 "latency_budget_ms": self.latency_budget_ms,
             },
         )
-
-    def score_columns(self, columns: ReplayColumns) -> np.ndarray:
-        from aerorl_ops.rewards import kernels
-
-        return kernels.cost_scores(columns, self.target_tokens, self.latency_budget_ms)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Union
+from typing import Any, Protocol
 
 
 @dataclass(slots=True)
@@ -38,5 +39,5 @@ class RewardFunction(Protocol):
     def __call__(self, context: RewardContext) -> RewardResult: ...
 
 
-RewardCallable = Callable[[RewardContext], Union[RewardResult, float]]
+RewardCallable = Callable[[RewardContext], RewardResult | float]
 """What a stack accepts: a ``RewardFunction`` or any callable returning a float or result."""

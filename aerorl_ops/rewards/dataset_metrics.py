@@ -55,4 +55,5 @@ def summarize_metrics(values: Iterable[MetricValue | None]) -> dict[str, dict[st
     for value in values:
         if value is not None:
             totals.setdefault(value.name, []).append(value.value)
-    return {name: {"count": len(scores), "mean": round(sum(scores) / len(scores), 6)} for name, scores in totals.items()}
+    return {name: {"count": len(scores), "mean": round(sum(scores) / len(scores), 6)}
+            for name, scores in totals.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from aerorl_ops.aerorl_compat import AERORL_REWARDS, AERORL_TOP_K
 from aerorl_ops.rewards.context import RewardContext
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_default_reward_stack
 from aerorl_ops.rewards.summary import build_summary, empty_summary
@@ -28,8 +29,8 @@ def evaluate_records(
     records: Iterable[dict[str, Any]],
     reward_stack: WeightedRewardStack | None = None,
     *,
-    pass_threshold: float = 0.3,
-    top_k: int = 3,
+    pass_threshold: float = AERORL_REWARDS.pass_threshold,
+    top_k: int = AERORL_TOP_K,
 ) -> dict[str, Any]:
     """Score every record and summarise, exactly as AeroRL's ``evaluate_records``.
 

@@ -187,8 +187,8 @@ evidence_entities=[], claimed_entities=[], latency_ms=2.0, dataset=None, raw_res
 
 def canonical_table(rows: list[CanonicalRecord]) -> pa.Table:
     """A replay table from canonical records (the reference reader's way to build one)."""
-    columns = list(zip(*rows)) if rows else [[] for _ in REPLAY_SCHEMA.names]
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in REPLAY_SCHEMA.names]
     return pa.Table.from_arrays(
-        [pa.array(list(column), type=field.type) for column, field in zip(columns, REPLAY_SCHEMA)],
+        [pa.array(list(column), type=field.type) for column, field in zip(columns, REPLAY_SCHEMA, strict=True)],
         schema=REPLAY_SCHEMA,
     )

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aerorl_ops.aerorl_compat import AERORL_REWARDS
 from aerorl_ops.rewards.components import CostReward, FormatReward, GroundingReward
 from aerorl_ops.rewards.context import RewardCallable, RewardContext, RewardResult
 from aerorl_ops.rewards.verifiers import verifier_for_mode
 
-DEFAULT_WEIGHTS: Mapping[str, float] = {"verifier": 0.4, "grounding": 0.3, "format": 0.2, "cost": 0.1}
 UNKNOWN_COMPONENT_WEIGHT = 1.0
 
 
@@ -66,20 +66,21 @@ class WeightedRewardStack:
 
 
 def build_default_reward_stack() -> WeightedRewardStack:
-    """AeroRL's default stack: verifier .4, grounding .3, format .2, cost .1."""
+    """AeroRL's default stack (``aerorl_compat.AERORL_REWARDS``): verifier .4, grounding .3, format .2, cost .1."""
     return build_reward_stack()
 
 
 def build_reward_stack(
     *,
     weights: Mapping[str, float] | None = None,
-    require_json: bool = False,
-    regex_pattern: str | None = None,
-    target_tokens: int = 128,
-    latency_budget_ms: float = 500.0,
+    require_json: bool = AERORL_REWARDS.require_json,
+    regex_pattern: str | None = AERORL_REWARDS.regex_pattern,
+    target_tokens: int = AERORL_REWARDS.target_tokens,
+    latency_budget_ms: float = AERORL_REWARDS.latency_budget_ms,
     verifier_mode: str = "match",
 ) -> WeightedRewardStack:
-    """The four standard components with AeroRL's settings; ``weights`` override defaults.
+    """The four standard components, by default with AeroRL's settings (``AERORL_REWARDS``);
+    ``weights`` override AeroRL's weights name by name.
 
     ``verifier_mode`` (an addition to AeroRL) picks the verifier from ``VERIFIER_MODES``.
 
@@ -93,7 +94,7 @@ def build_reward_stack(
         FormatReward(require_json=require_json, regex_pattern=regex_pattern),
         CostReward(target_tokens=target_tokens, latency_budget_ms=latency_budget_ms),
     ]
-    merged_weights = dict(DEFAULT_WEIGHTS)
+    merged_weights = dict(AERORL_REWARDS.weights)
     if weights:
         merged_weights.update(weights)
     return WeightedRewardStack(reward_functions=rewards, weights=merged_weights)

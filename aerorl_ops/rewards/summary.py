@@ -84,7 +84,9 @@ def build_summary(
         "average_reward": round(python_sum(totals) / count, 6),
         "pass_rate": round(passed / count, 6),
         "pass_threshold": pass_threshold,
-        "component_averages": {name: round(python_sum(column) / count, 6) for name, column in component_columns.items()},
+        "component_averages": {
+            name: round(python_sum(column) / count, 6) for name, column in component_columns.items()
+        },
         "weights": weights,
         "best_examples": [example(int(i)) for i in ranked[:top_k]],
         "worst_examples": [example(int(i)) for i in ranked[-top_k:]],

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aerorl_ops.generation.answers import extract_answer
+from aerorl_ops.config.rewards import VERIFIER
 from aerorl_ops.metrics import anls, relaxed_accuracy
 from aerorl_ops.rewards.components import VerifierReward
 from aerorl_ops.rewards.context import RewardContext, RewardResult
+from aerorl_ops.text.answers import extract_answer
 
 
 def prediction_text(response: str, metadata: dict[str, Any] | None = None) -> str:
@@ -56,7 +57,7 @@ class AnlsVerifierReward:
     """
 
     threshold: float = 0.5
-    name: str = "verifier"
+    name: str = VERIFIER
 
     def __call__(self, context: RewardContext) -> RewardResult:
         references = metric_references(context.reference)
@@ -75,7 +76,7 @@ class RelaxedAccuracyVerifierReward:
     """
 
     tolerance: float = 0.05
-    name: str = "verifier"
+    name: str = VERIFIER
 
     def __call__(self, context: RewardContext) -> RewardResult:
         references = metric_references(context.reference)

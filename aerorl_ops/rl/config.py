@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-QUANT_REF_BITS = (4, 8, 16)
-TRAINER_BACKENDS = ("auto", "torch", "trl", "verl")
-ALGORITHMS = ("grpo", "reinforce_pp")
+from aerorl_ops.aerorl_compat import TRAINER_BACKENDS
+from aerorl_ops.config.training import ALGORITHMS, QUANT_REF_BITS
+from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
 
 
 @dataclass(slots=True)
@@ -23,23 +23,26 @@ class AeroRLConfig:
     ``learning_rate``, ``kl_coef`` (KL to the reference), ``clip_eps`` (importance-ratio clip),
     sampling (``temperature``, ``top_k`` 0 = off, ``top_p`` 1 = off), ``max_new_tokens``,
     ``max_grad_norm``, ``seed``.
+
+    Defaults shared with the pipeline's training settings (quantization, algorithm, group size,
+    learning rate, KL, new tokens, seed) come from ``config.training.TrainingSettings``.
     """
 
     zero_copy_kv: bool = True
     mask_vision_tokens: bool = True
-    quant_ref_bits: int = 8
+    quant_ref_bits: int = DEFAULTS.quant_bits
     trainer_backend: str = "auto"
-    algorithm: str = "grpo"
-    group_size: int = 4
-    learning_rate: float = 1e-4
-    kl_coef: float = 0.04
+    algorithm: str = DEFAULTS.algorithm
+    group_size: int = DEFAULTS.group_size
+    learning_rate: float = DEFAULTS.learning_rate
+    kl_coef: float = DEFAULTS.kl_coef
     clip_eps: float = 0.2
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
-    max_new_tokens: int = 16
+    max_new_tokens: int = DEFAULTS.max_new_tokens
     max_grad_norm: float = 1.0
-    seed: int = 0
+    seed: int = DEFAULTS.seed
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first invalid field."""

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import torch
 
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
 from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, trim_after_eos
 from aerorl_ops.generation.prompts import user_prompt
 from aerorl_ops.generation.records import claimed_entities
@@ -17,8 +18,6 @@ from aerorl_ops.rewards.context import RewardContext
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
 from aerorl_ops.rows.row import Row
-
-REWARD_COMPONENTS = ("verifier", "grounding", "format", "cost")
 
 
 class Rewards(NamedTuple):
@@ -38,7 +37,8 @@ def repeat_rows(rows: Sequence[Row], group_size: int) -> list[Row]:
     return [row for row in rows for _ in range(group_size)]
 
 
-def sample_completions(loaded: LoadedVLM, rows: Sequence[Row], config: AeroRLConfig) -> tuple[SequenceBatch, list[str], float]:
+def sample_completions(loaded: LoadedVLM, rows: Sequence[Row],
+                       config: AeroRLConfig) -> tuple[SequenceBatch, list[str], float]:
     """One sampled completion per row (top_k=0, top_p=1 unless configured), as a SequenceBatch."""
     model = loaded.model
     inputs = encode_prompts(loaded, rows)
@@ -76,7 +76,7 @@ def score_responses(reward_stack, rows: Sequence[Row], responses: Sequence[str],
                for row, text, n in zip(rows, responses, generated_tokens, strict=True)]
     total = torch.tensor([r["total_reward"] for r in results], dtype=torch.float32)
     components = {name: torch.tensor([r["components"].get(name, 0.0) for r in results], dtype=torch.float32)
-                  for name in REWARD_COMPONENTS}
+                  for name in REWARD_COMPONENT_NAMES}
     return Rewards(total, components)
 
 

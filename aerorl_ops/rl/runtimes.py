@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import BitsAndBytesConfig
 
+from aerorl_ops.aerorl_compat import TrainerAdapter, resolve_trainer_backend
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
-from aerorl_ops.rl.adapters import TrainerAdapter, resolve_trainer_backend
 from aerorl_ops.rl.config import AeroRLConfig
 
 

@@ -83,15 +83,3 @@ def completion_logprobs(model, batch: SequenceBatch, temperature: float = 1.0) -
         lm_head_bias=getattr(head, "bias", None),
     )
 
-
-def per_token(values: torch.Tensor, batch: SequenceBatch) -> torch.Tensor:
-    """Broadcast one value per row ([B]) to the counted completion tokens ([N], row-major)."""
-    mask = batch.completion_mask[:, 1:]  # [B, T-1]
-    return values[:, None].expand(mask.shape)[mask]  # [N]
-
-
-def token_rows(batch: SequenceBatch) -> torch.Tensor:
-    """Row index of each counted completion token: [N]."""
-    mask = batch.completion_mask[:, 1:]  # [B, T-1]
-    rows = torch.arange(mask.shape[0], device=mask.device)[:, None].expand(mask.shape)  # [B, T-1]
-    return rows[mask]  # [N]

@@ -8,8 +8,8 @@
   stack, and take one policy-gradient step of the configured algorithm with a KL to the frozen
   quantized reference. Log-probs are computed over completion text tokens only.
 
-Deliberate simplifications: one optimisation pass per rollout (so the importance ratio starts
-at 1 and clipping matters only through ``updates_per_rollout``), no value model, AdamW.
+Deliberate simplifications: one optimisation pass per rollout (so the importance ratio is 1 and
+the clip never binds), no value model, AdamW.
 Each step seeds torch from (seed, step), so a resumed run samples exactly what an
 uninterrupted one would.
 """
@@ -23,11 +23,12 @@ from typing import Any
 
 import torch
 
+from aerorl_ops.aerorl_compat import resolve_trainer_backend
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
 from aerorl_ops.losses import fused_masked_cross_entropy, masked_cross_entropy_loss
-from aerorl_ops.rl.adapters import resolve_trainer_backend
 from aerorl_ops.rl.algorithms import build_algorithm
 from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.rollout import REWARD_COMPONENTS, collect_rollout, supervised_batch
+from aerorl_ops.rl.rollout import collect_rollout, supervised_batch
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, final_hidden_states
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
@@ -71,7 +72,8 @@ class AeroRLTrainer:
         return {"status": "finished", "steps": self.state.step, "backend": self.adapter.backend}
 
     # ----- AeroRL's tensor-only quickstart -----
-    def compute_masked_loss(self, logits: torch.Tensor, labels: torch.Tensor, vision_mask: torch.Tensor) -> torch.Tensor:
+    def compute_masked_loss(self, logits: torch.Tensor, labels: torch.Tensor,
+                            vision_mask: torch.Tensor) -> torch.Tensor:
         if not self.config.mask_vision_tokens:
             vision_mask = torch.zeros_like(vision_mask, dtype=torch.bool)
         return masked_cross_entropy_loss(logits=logits, labels=labels, vision_mask=vision_mask)
@@ -165,7 +167,7 @@ class AeroRLTrainer:
         counted = float(batch.completion_mask.sum())
         vision = float((batch.vision_mask & batch.inputs["attention_mask"].bool()).sum())
         component = {}
-        for name in REWARD_COMPONENTS:
+        for name in REWARD_COMPONENT_NAMES:
             values = rollout.rewards.components[name] if rollout is not None else None
             component[f"{name}_mean"] = float(values.mean()) if values is not None else None
             component[f"{name}_std"] = float(values.std(unbiased=False)) if values is not None else None

@@ -15,36 +15,44 @@ Steps are numbered globally (warm-up steps first). Evaluations use greedy decodi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 
-from aerorl_ops.config.benchmark import RewardSettings
-from aerorl_ops.generation.batched import GenerationSettings, generate_rows
+from aerorl_ops.config.generation import GenerationSettings
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES, RewardSettings
+from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
+from aerorl_ops.generation.batched import generate_rows
 from aerorl_ops.generation.records import generations_table
 from aerorl_ops.models.loading import LoadedVLM, ModelSource
 from aerorl_ops.rl.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
 from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, wrap_vlm_for_rl
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.trainer import AeroRLTrainer
 from aerorl_ops.rows.row import Row
-from aerorl_ops.scoring.partition_scores import COMPONENTS, reward_stack_for, score_generations
+from aerorl_ops.scoring.partition_scores import reward_stack_for, score_generations
+from aerorl_ops.telemetry import TelemetrySummary
 
 WARMUP_DIR = "warmup"
 
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    warmup_steps: int = 150
+    """How many steps of each phase, and how often to evaluate and checkpoint. Defaults are the
+    pipeline's training settings (``config.training.TrainingSettings``)."""
+
+    warmup_steps: int = DEFAULTS.warmup_steps
     warmup_batch_size: int = 8
-    warmup_learning_rate: float = 3e-3
-    rl_steps: int = 30
-    prompts_per_step: int = 2
-    eval_interval: int = 10
-    checkpoint_interval: int = 10
+    warmup_learning_rate: float = DEFAULTS.warmup_learning_rate
+    rl_steps: int = DEFAULTS.steps
+    prompts_per_step: int = DEFAULTS.prompts_per_step
+    eval_interval: int = DEFAULTS.eval_interval
+    checkpoint_interval: int = DEFAULTS.checkpoint_interval
 
     def __post_init__(self) -> None:
         for name in ("warmup_batch_size", "prompts_per_step", "eval_interval", "checkpoint_interval"):
@@ -80,6 +88,39 @@ class TrainingResult:
     resumed_from_step: int = 0
 
 
+@dataclass(frozen=True)
+class TrainingRunRecord:
+    """One ``training_runs`` row (the columns of ``aerorl_ops.storage.schema.TRAINING_RUNS``, in order)."""
+
+    run_id: str
+    base_model: str
+    algorithm: str
+    quant_ref_bits: int
+    reference_quantization_mode: str
+    reference_source: str
+    final_checkpoint: str
+    steps: int
+    resumed_from_step: int
+    config: str  # JSON: {"training": the run's settings, "aerorl": the AeroRLConfig}
+    started_at: datetime
+    finished_at: datetime
+    telemetry: str  # JSON: TelemetrySummary.as_record() over the whole run
+
+    @classmethod
+    def of(cls, run_id: str, base_model: str, config: AeroRLConfig, plan: TrainingPlan, result: TrainingResult,
+           settings: Mapping[str, object], started_at: datetime, finished_at: datetime,
+           telemetry: TelemetrySummary) -> TrainingRunRecord:
+        """The record of a finished run; ``settings`` are the run's own settings (the asset's config)."""
+        return cls(
+            run_id=run_id, base_model=base_model, algorithm=config.algorithm, quant_ref_bits=config.quant_ref_bits,
+            reference_quantization_mode=REFERENCE_QUANTIZATIONS[config.quant_ref_bits].mode,
+            reference_source=result.reference_source, final_checkpoint=str(result.final_checkpoint),
+            steps=plan.total_steps, resumed_from_step=result.resumed_from_step,
+            config=json.dumps({"training": dict(settings), "aerorl": asdict(config)}),
+            started_at=started_at, finished_at=finished_at, telemetry=json.dumps(telemetry.as_record()),
+        )
+
+
 def evaluate_policy(loaded: LoadedVLM, rows: Sequence[Row], rewards: RewardSettings, max_new_tokens: int,
                     step: int, phase: str) -> EvalResult:
     """Greedy answers on held-out ``rows``, scored by the reward stack (latency counted as 0)."""
@@ -93,7 +134,7 @@ def evaluate_policy(loaded: LoadedVLM, rows: Sequence[Row], rewards: RewardSetti
                              pa.array([0.0] * table.num_rows, pa.float64()))
     scores = score_generations(table, rewards).to_pandas()
     return EvalResult(step, phase, float(scores["total_reward"].mean()),
-                      {name: float(scores[name].mean()) for name in COMPONENTS}, len(rows))
+                      {name: float(scores[name].mean()) for name in REWARD_COMPONENT_NAMES}, len(rows))
 
 
 def cyclic_slice(rows: Sequence[Row], index: int, size: int) -> list[Row]:

@@ -63,7 +63,7 @@ class BarChart:
 
     def render(self, chart: ChartPicture) -> RenderedImage:
         canvas, slot = _chart_frame(chart.title, chart.labels)
-        for index, (height, text) in enumerate(zip(_heights(chart.values), chart.shown)):
+        for index, (height, text) in enumerate(zip(_heights(chart.values), chart.shown, strict=True)):
             centre, half = PLOT_LEFT + slot * (index + 0.5), slot * 0.3
             bar = (centre - half, PLOT_BASELINE - height, centre + half, PLOT_BASELINE - 1)
             canvas.draw.rectangle(bar, fill=chart.colour)
@@ -79,7 +79,7 @@ class LineChart:
         heights = _heights(chart.values)
         points = [(PLOT_LEFT + slot * (index + 0.5), PLOT_BASELINE - height) for index, height in enumerate(heights)]
         canvas.draw.line(points, fill=chart.colour, width=3)
-        for index, ((x, y), text) in enumerate(zip(points, chart.shown)):
+        for index, ((x, y), text) in enumerate(zip(points, chart.shown, strict=True)):
             canvas.draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=chart.colour)
             if _label_below(points, index):
                 _value_text(canvas, x, y + 10, text, slot, anchor="ma")

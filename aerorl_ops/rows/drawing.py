@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -19,7 +19,7 @@ WHITE = (255, 255, 255)
 INK = (20, 20, 20)
 
 
-@lru_cache(maxsize=None)
+@cache
 def font(size: int) -> ImageFont.FreeTypeFont:
     """Pillow's bundled scalable font at ``size`` px; fails loudly if FreeType is missing."""
     if size < MIN_TEXT_SIZE:

@@ -18,8 +18,13 @@ Column facts, checked against the dataset cards and lmms-eval task files:
 * ``HuggingFaceM4/ChartQA`` (card ``dataset_info``): ``image`` image, ``query`` string,
   ``label`` list of string, ``human_or_machine`` class label (0 human, 1 machine, int64
   in Parquet); splits ``train`` / ``val`` / ``test`` (note ``val``, not ``validation``).
-  lmms-eval's ``chartqa`` task reads ``lmms-lab/ChartQA`` instead, whose columns differ
-  (``question`` / ``answer`` / ``type``); that layout is not handled here.
+* ``lmms-lab/ChartQA`` (lmms-eval's ``chartqa`` task, ``lmms_eval/tasks/chartqa``: its
+  builder features and ``doc_to_target: "answer"``): ``type`` string (``human_test`` or
+  ``augmented_test``), ``question`` string, ``answer`` one string, ``image`` image; one split,
+  ``test`` (lmms-eval's current task files read the same layout from ``lmms-lab-encoder/ChartQA``).
+  The ``chartqa`` loader reads either ChartQA layout, chosen by the first file's
+  columns (``query`` means HuggingFaceM4, ``question`` lmms-lab); :meth:`question_types`
+  gives each row's ``type``.
 
 Sample ids: ``docvqa-<questionId>``; ``chartqa-<split>-<index>`` where ``index`` counts
 records across the given files in sorted path order (the hub's shard names sort in
@@ -33,6 +38,8 @@ left to default to the answers, as these datasets carry no grounding annotation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +65,15 @@ class HubDatasetLoader:
     answers_column: str
     image_column = "image"
     id_columns: tuple[str, ...] = ()
+    type_column: str | None = None
+    """A column naming each question's type, reported by :meth:`question_types`."""
 
     def sample_id(self, record: Record, split: str, index: int) -> str | None:
         raise NotImplementedError
+
+    def layout_for(self, paths: Sequence[Path]) -> HubDatasetLoader:
+        """The loader for the column layout of ``paths``; a dataset with one layout returns itself."""
+        return self
 
     def required_columns(self, checks: RowChecks) -> tuple[str, ...]:
         columns = (*self.id_columns, self.question_column, self.image_column)
@@ -80,6 +93,9 @@ class HubDatasetLoader:
         checks: RowChecks = DEFAULT_CHECKS,
     ) -> LoadResult:
         """Read at most ``limit`` records (accepted plus rejected) from ``paths``."""
+        layout = self.layout_for(paths)
+        if layout is not self:
+            return layout.load(paths, split, limit, checks)
         if limit is not None and limit < 0:
             raise ValueError(f"{self.name}: limit must be >= 0 or None, got {limit}")
         if not split:
@@ -103,11 +119,33 @@ class HubDatasetLoader:
                 result.rows.append(outcome)
         return result
 
+    def question_types(self, paths: Sequence[Path], split: str, limit: int | None = None) -> dict[str, str]:
+        """Sample id -> the ``type_column`` value of each record ``load`` would read with the same
+        arguments; empty when the layout has no type column (files lacking it contribute nothing)."""
+        layout = self.layout_for(paths)
+        if layout is not self:
+            return layout.question_types(paths, split, limit)
+        if self.type_column is None:
+            return {}
+        types: dict[str, str] = {}
+        index = 0
+        for table_file in self._open_files(paths, DEFAULT_CHECKS):
+            has_type = self.type_column in table_file.schema.names
+            for batch in table_file.batches([*self.id_columns, self.type_column] if has_type else self.id_columns):
+                for record in batch.to_pylist():
+                    if limit is not None and index >= limit:
+                        return types
+                    sample_id = self.sample_id(record, split, index)
+                    if has_type and sample_id and record[self.type_column] is not None:
+                        types.setdefault(sample_id, str(record[self.type_column]))
+                    index += 1
+        return types
+
     def _open_files(self, paths: Sequence[Path], checks: RowChecks) -> list[TableFile]:
         paths = sorted(Path(path) for path in paths)
         if not paths:
             raise ValueError(f"{self.name}: no data files given; pass the .parquet or .arrow files of one split")
-        for earlier, later in zip(paths, paths[1:]):
+        for earlier, later in pairwise(paths):
             if earlier.resolve() == later.resolve():
                 raise ValueError(f"{self.name}: file {later} is given twice; pass each file once")
         files = [TableFile(path) for path in paths]
@@ -166,7 +204,8 @@ class DocVQALoader(HubDatasetLoader):
 
 
 class ChartQALoader(HubDatasetLoader):
-    """``HuggingFaceM4/ChartQA``; ids ``chartqa-<split>-<index>``."""
+    """``HuggingFaceM4/ChartQA``; ids ``chartqa-<split>-<index>``. Files in the lmms-lab layout
+    (``question`` / ``answer`` / ``type``) are handed to :class:`LmmsChartQALoader`."""
 
     name = "chartqa"
     hub_id = "HuggingFaceM4/ChartQA"
@@ -175,6 +214,31 @@ class ChartQALoader(HubDatasetLoader):
 
     def sample_id(self, record: Record, split: str, index: int) -> str | None:
         return f"chartqa-{split}-{index}"
+
+    def layout_for(self, paths: Sequence[Path]) -> HubDatasetLoader:
+        if not paths:
+            return self
+        names = TableFile(min(Path(path) for path in paths)).schema.names
+        is_lmms = self.question_column not in names and LMMS_CHARTQA.question_column in names
+        return LMMS_CHARTQA if is_lmms else self
+
+
+class LmmsChartQALoader(HubDatasetLoader):
+    """``lmms-lab/ChartQA``: one ``answer`` string per question and a ``type``; ids ``chartqa-<split>-<index>``."""
+
+    name = "chartqa"
+    hub_id = "lmms-lab/ChartQA"
+    question_column = "question"
+    answers_column = "answer"
+    type_column = "type"
+
+    def sample_id(self, record: Record, split: str, index: int) -> str | None:
+        return f"chartqa-{split}-{index}"
+
+    def _candidate(self, record: Record, split: str, source: str, locator: str, index: int) -> RowCandidate:
+        candidate = super()._candidate(record, split, source, locator, index)
+        answer = record.get(self.answers_column)
+        return replace(candidate, answers=None if answer is None else [answer])
 
 
 def _text_preserving_values(array: pa.Array) -> list[Any]:
@@ -204,9 +268,11 @@ def _image_bytes_values(table_file: TableFile, name: str, array: pa.Array) -> li
 
 DOCVQA = DocVQALoader()
 CHARTQA = ChartQALoader()
+LMMS_CHARTQA = LmmsChartQALoader()
 DATASET_LOADERS: dict[str, HubDatasetLoader] = {
     key.lower(): loader for loader in (DOCVQA, CHARTQA) for key in (loader.name, loader.hub_id)
 }
+DATASET_LOADERS[LMMS_CHARTQA.hub_id.lower()] = LMMS_CHARTQA
 
 
 def loader_for(dataset: str) -> HubDatasetLoader:
@@ -238,5 +304,6 @@ def load_docvqa_files(
 def load_chartqa_files(
     paths: Iterable[Path], split: str, limit: int | None = None, checks: RowChecks = DEFAULT_CHECKS
 ) -> LoadResult:
-    """Load ``HuggingFaceM4/ChartQA`` Parquet/Arrow files of one split (``train``, ``val`` or ``test``)."""
+    """Load ChartQA Parquet/Arrow files of one split, in the ``HuggingFaceM4/ChartQA`` layout (splits
+    ``train``, ``val``, ``test``) or the ``lmms-lab/ChartQA`` one (split ``test``)."""
     return CHARTQA.load(list(paths), split, limit, checks)

@@ -49,7 +49,7 @@ class InvoiceTemplate:
             Field("Bill to:", values.random_person(rng), "Who is the invoice billed to?"),
             Field("Phone:", values.random_phone(rng), "What is the phone number?"),
             Rule(),
-            *(ItemLine(item, values.amount_value(cents).shown) for item, cents in zip(items, item_cents)),
+            *(ItemLine(item, values.amount_value(cents).shown) for item, cents in zip(items, item_cents, strict=True)),
             Rule(),
             Field("Total amount due:", values.amount_value(sum(item_cents)), "What is the total amount due?"),
         )

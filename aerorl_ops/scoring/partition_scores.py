@@ -1,4 +1,10 @@
-"""Score one partition's generations: the reward stack, the standard metrics and the manual baseline."""
+"""Score one partition's generations: the reward stack, the standard metrics and the manual baseline.
+
+Scoring is columnar from the generations table to the score table: the reward stack scores the
+whole table at once through the columnar engine (``evaluate_table``, the same numbers as the
+per-record stack), and the score table is assembled column by column. The standard metric and the
+manual baseline are Python string rules, applied to the response and reference columns.
+"""
 
 from __future__ import annotations
 
@@ -6,33 +12,34 @@ import json
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from aerorl_ops.config.benchmark import RewardSettings
-from aerorl_ops.generation.records import replay_records
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES, RewardSettings
 from aerorl_ops.metrics import anls, relaxed_accuracy
-from aerorl_ops.rewards.evaluate import evaluate_records
+from aerorl_ops.rewards.columnar import evaluate_table
+from aerorl_ops.rewards.records import REPLAY_SCHEMA
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_reward_stack
 from aerorl_ops.rewards.verifiers import prediction_text
+from aerorl_ops.storage.schema import SCORE_FIELDS, output_schema
 
-COMPONENTS = ("verifier", "grounding", "format", "cost")
+SCORE_SCHEMA = output_schema(SCORE_FIELDS)
+"""The columns of the ``reward_scores`` table (``aerorl_ops.storage.schema``) less the partition key."""
 
-SCORE_SCHEMA = pa.schema([
-    ("sample_id", pa.string()),
-    ("dataset", pa.string()),
-    *[(name, pa.float64()) for name in COMPONENTS],
-    ("total_reward", pa.float64()),
-    ("passed", pa.bool_()),
-    ("manual_pass", pa.bool_()),
-    ("anls", pa.float64()),
-    ("relaxed_accuracy", pa.float64()),
-    ("reward_config", pa.string()),
-])
+_NEEDED_FOR_REWARDS = ("prompt", "response", "evidence_entities", "claimed_entities", "latency_ms")
 
 
 def reward_stack_for(settings: RewardSettings) -> WeightedRewardStack:
     return build_reward_stack(weights=settings.weights, require_json=settings.require_json,
                               regex_pattern=settings.regex_pattern, target_tokens=settings.target_tokens,
                               latency_budget_ms=settings.latency_budget_ms)
+
+
+def reward_config(settings: RewardSettings) -> str:
+    """The settings the scores were computed with, as the JSON of the ``reward_config`` column."""
+    return json.dumps({"weights": settings.weights, "require_json": settings.require_json,
+                       "regex_pattern": settings.regex_pattern, "target_tokens": settings.target_tokens,
+                       "latency_budget_ms": settings.latency_budget_ms,
+                       "pass_threshold": settings.pass_threshold}, sort_keys=True)
 
 
 def manual_pass(response: str, references: Sequence[str]) -> bool:
@@ -56,31 +63,51 @@ def standard_metric(dataset: str, prediction: str, references: Sequence[str]) ->
     return None, None
 
 
+def replay_table(generations: pa.Table) -> pa.Table:
+    """The columns of a generations table that the reward components read, as a replay table
+    (``REPLAY_SCHEMA``): no copy of the strings, each reference a list of aliases."""
+    for name in _NEEDED_FOR_REWARDS:
+        column = generations.column(name)
+        if column.null_count:
+            sample_ids = generations.column("sample_id").filter(pc.is_null(column)).to_pylist()
+            raise ValueError(f"generations: {name} is null for sample ids {sample_ids[:5]}; "
+                             "every generation needs a prompt, a response, entity lists and a latency to be scored")
+    reference = generations.column("reference")
+    columns = {
+        "id": generations.column("sample_id"),
+        "reference": reference,
+        "reference_is_list": pc.is_valid(reference),
+        **{name: generations.column(name) for name in (*_NEEDED_FOR_REWARDS, "dataset", "raw_response")},
+    }
+    return pa.Table.from_arrays([columns[field.name].cast(field.type) for field in REPLAY_SCHEMA],
+                                schema=REPLAY_SCHEMA)
+
+
 def score_generations(generations: pa.Table, settings: RewardSettings) -> pa.Table:
     """One ``SCORE_SCHEMA`` row per generation, in the same order."""
-    records = replay_records(generations)
-    summary = evaluate_records(records, reward_stack=reward_stack_for(settings),
-                               pass_threshold=settings.pass_threshold)
-    config_json = json.dumps({"weights": settings.weights, "require_json": settings.require_json,
-                              "regex_pattern": settings.regex_pattern, "target_tokens": settings.target_tokens,
-                              "latency_budget_ms": settings.latency_budget_ms,
-                              "pass_threshold": settings.pass_threshold}, sort_keys=True)
-    rows = []
-    for record, result in zip(records, summary["results"], strict=True):
-        references = record["reference"] or []
-        prediction = prediction_text(record["response"])
-        anls_score, relaxed = standard_metric(record["metadata"]["dataset"], prediction, references)
-        components = result["reward"]["components"]
-        total = result["reward"]["total_reward"]
-        rows.append({
-            "sample_id": record["id"],
-            "dataset": record["metadata"]["dataset"],
-            **{name: components.get(name) for name in COMPONENTS},
-            "total_reward": total,
-            "passed": total >= settings.pass_threshold,
-            "manual_pass": manual_pass(record["response"], references),
-            "anls": anls_score,
-            "relaxed_accuracy": relaxed,
-            "reward_config": config_json,
-        })
-    return pa.Table.from_pylist(rows, schema=SCORE_SCHEMA)
+    if generations.num_rows == 0:
+        return SCORE_SCHEMA.empty_table()
+    summary = evaluate_table(replay_table(generations), reward_stack_for(settings),
+                             pass_threshold=settings.pass_threshold)
+    results = summary["results"]  # id, total, one column per component
+    totals = results.column("total")
+    responses = generations.column("response").to_pylist()
+    references = [aliases or [] for aliases in generations.column("reference").to_pylist()]
+    datasets = generations.column("dataset").to_pylist()
+    metrics = [standard_metric(dataset, prediction_text(response), aliases)
+               for dataset, response, aliases in zip(datasets, responses, references, strict=True)]
+    rows = generations.num_rows
+    columns = {
+        "sample_id": generations.column("sample_id"),
+        "dataset": generations.column("dataset"),
+        **{name: results.column(name) if name in results.column_names else pa.nulls(rows, pa.float64())
+           for name in REWARD_COMPONENT_NAMES},
+        "total_reward": totals,
+        "passed": pc.greater_equal(totals, settings.pass_threshold),
+        "manual_pass": pa.array([manual_pass(response, aliases)
+                                 for response, aliases in zip(responses, references, strict=True)], pa.bool_()),
+        "anls": pa.array([anls_score for anls_score, _ in metrics], pa.float64()),
+        "relaxed_accuracy": pa.array([relaxed for _, relaxed in metrics], pa.float64()),
+        "reward_config": pa.array([reward_config(settings)] * rows, pa.string()),
+    }
+    return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from aerorl_ops.storage.schema import BENCHMARK_TABLES, RUNS, TableSpec
 
+
 def ensure_tables(conn: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec] = BENCHMARK_TABLES) -> None:
     for spec in specs:
         conn.execute(spec.ddl())
@@ -48,7 +49,7 @@ def write_partitions(conn: duckdb.DuckDBPyConnection, writes: Sequence[Partition
     partition. Returns the rows inserted per write.
     """
     staged = [_validated(write) for write in writes]
-    for write, rows in zip(writes, staged):
+    for write, rows in zip(writes, staged, strict=True):
         spec = write.spec
         columns = ", ".join(spec.column_names)
         where = " AND ".join(f"{column} = ?" for column in spec.partition_columns)
@@ -84,12 +85,6 @@ def _validated(write: PartitionWrite) -> pa.Table:
             raise ValueError(f"{spec.name}: rows hold {column} values {sorted(map(str, values))}, "
                              f"expected only {key[column]!r}")
     return rows.select(list(spec.column_names))
-
-
-def upsert_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> None:
-    """Record a run, or widen an existing run's window, in its own transaction."""
-    with transaction(conn):
-        write_run(conn, run)
 
 
 def write_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> None:

@@ -21,15 +21,12 @@ import math
 
 import duckdb
 
-from aerorl_ops.reporting.partition_summary import ANLS_CORRECT, VERIFIER_CORRECT
+from aerorl_ops.metrics import ANLS_CORRECT, RELAXED_ACCURACY_CORRECT, TREND_METRICS, VERIFIER_CORRECT
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REWARD_SCORES, RUNS
-
-RELAXED_ACCURACY_CORRECT = 1.0  # ChartQA relaxed accuracy is 0 or 1
-TREND_METRICS = ("samples_per_s", "pass_rate", "latency_p95_ms", "average_reward")
 
 
 def _literal(value: float) -> str:
-    """A threshold from this module's constants as SQL text. View bodies cannot take parameters;
+    """A threshold constant (``aerorl_ops.metrics``) as SQL text. View bodies cannot take parameters;
     only finite code constants go through here, never values from data or users."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"view threshold must be a finite number, got {value!r}")

@@ -121,9 +121,9 @@ class NvmlReader:
         nvml = self._nvml
         readings = []
         for index, name, handle in self._handles:
-            utilization = _or_none(nvml, lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            memory_used = _or_none(nvml, lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used)
-            power_mw = _or_none(nvml, lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+            utilization = _or_none(nvml, lambda device: nvml.nvmlDeviceGetUtilizationRates(device).gpu, handle)
+            memory_used = _or_none(nvml, lambda device: nvml.nvmlDeviceGetMemoryInfo(device).used, handle)
+            power_mw = _or_none(nvml, nvml.nvmlDeviceGetPowerUsage, handle)
             readings.append(
                 GpuReading(
                     index=index,
@@ -171,10 +171,10 @@ def _resolve_handles(nvml: ModuleType, visible: list[int | str] | None) -> list[
     return handles
 
 
-def _or_none(nvml: ModuleType, read):
-    """The value, or None when the driver reports it as unsupported or unavailable."""
+def _or_none(nvml: ModuleType, read, handle: object):
+    """``read(handle)``, or None when the driver reports the value as unsupported or unavailable."""
     try:
-        return read()
+        return read(handle)
     except nvml.NVMLError:
         return None
 

@@ -2,7 +2,7 @@
 
     with TelemetrySampler(interval_s=0.2, device=torch.device("cuda")) as sampler:
         run_benchmark()
-    record = sampler.summary().as_record()
+    summary = sampler.summary()  # a TelemetrySummary; .as_record() gives flat columns
 
 A sample is taken every ``interval_s`` seconds and once more when the block ends, so
 even a block shorter than one interval yields one sample. On a CUDA device, torch's

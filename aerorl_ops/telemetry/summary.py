@@ -9,9 +9,9 @@ the average and the maximum of each combined value over the samples that have it
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import fmean
-from typing import NamedTuple
 
 from aerorl_ops.telemetry.nvml import GpuReading
 
@@ -19,7 +19,10 @@ PEAK_FROM_TORCH_CUDA = "torch_cuda_max_allocated"
 PEAK_FROM_PROCESS_RSS = "process_rss"
 
 
-class TelemetrySample(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class TelemetrySample:
+    """What the sampler read at one instant."""
+
     elapsed_s: float  # seconds since the sampler started
     rss_mb: float
     cpu_pct: float  # 100 = one core fully busy
@@ -80,6 +83,20 @@ class TelemetrySummary:
         record = {name: getattr(self, name) for name in self.column_names()}
         record["gpu_names"] = ", ".join(self.gpu_names)
         return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, object]) -> TelemetrySummary:
+        """The summary back from :meth:`as_record`'s columns (as stored in JSON).
+
+        >>> summary = summarize([TelemetrySample(0.1, 100.0, 20.0, ())], duration_s=0.1, interval_s=0.1)
+        >>> TelemetrySummary.from_record(summary.as_record()) == summary
+        True
+        """
+        if set(record) != set(cls.column_names()):
+            raise ValueError(f"a telemetry record needs exactly the columns {cls.column_names()}; "
+                             f"got {tuple(record)}")
+        names = str(record["gpu_names"])
+        return cls(**{**record, "gpu_names": tuple(names.split(", ")) if names else ()})
 
 
 def summarize(

@@ -6,10 +6,14 @@ import datetime
 
 import dagster as dg
 
-from aerorl_pipeline.definitions import defs
+from aerorl_pipeline.definitions import build_definitions
 from aerorl_pipeline.schedules import nightly_run_requests
-from assets.partitions import benchmark_config, benchmark_partitions
+from assets.benchmark.partitions import build_benchmark_partitions
+from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
+
+defs = build_definitions()
+benchmark_partitions = build_benchmark_partitions(benchmark_config())
 
 BENCHMARK_ASSETS = {"generations", "reward_scores", "benchmark_report"}
 
@@ -53,7 +57,7 @@ def test_nightly_run_requests_cover_every_partition_with_one_run_tag():
 def test_the_schedule_tick_requests_every_partition_for_that_night():
     schedule = defs.resolve_schedule_def("nightly_benchmark")
     context = dg.build_schedule_context(
-        scheduled_execution_time=datetime.datetime(2026, 3, 4, 2, 0, tzinfo=datetime.timezone.utc),
+        scheduled_execution_time=datetime.datetime(2026, 3, 4, 2, 0, tzinfo=datetime.UTC),
         repository_def=defs.get_repository_def(),
     )
     requests = schedule.evaluate_tick(context).run_requests

@@ -7,12 +7,13 @@ import pytest
 
 from aerorl_ops.config.benchmark import ConfigError
 from aerorl_pipeline.bench import plan_bench
-from assets.partitions import benchmark_partitions
+from assets.benchmark.partitions import build_benchmark_partitions
+from assets.project import benchmark_config
 
 
 def test_default_plan_is_every_configured_partition():
     plan = plan_bench()
-    assert set(plan.partition_keys) == set(benchmark_partitions.get_partition_keys())
+    assert set(plan.partition_keys) == set(build_benchmark_partitions(benchmark_config()).get_partition_keys())
     assert len(plan.partition_keys) == len(set(plan.partition_keys))
     assert plan.run_id.startswith("bench-")
     assert plan_bench().run_id != plan.run_id

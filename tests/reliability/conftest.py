@@ -57,11 +57,10 @@ class Bench:
     """One isolated environment and the few things the reliability tests do with it."""
 
     def __init__(self, env) -> None:
-        from aerorl_pipeline.definitions import defs
+        from aerorl_pipeline.definitions import build_definitions
 
         self.env = env
-        self.defs = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs,
-                                   schedules=defs.schedules, resources=env.resources)
+        self.defs = build_definitions(resources=env.resources)
 
     @property
     def duckdb_path(self) -> Path:
@@ -72,10 +71,10 @@ class Bench:
         return self.env.cache_dir
 
     def materialize_rows(self, run_tag: str, limit: int = ROW_LIMIT) -> dg.ExecuteInProcessResult:
-        from assets.datasets import chartqa_rows, docvqa_rows
         from assets.runs import BENCHMARK_RUN_TAG
 
-        return dg.materialize([docvqa_rows, chartqa_rows], resources=self.env.resources, instance=self.env.instance,
+        rows = [self.defs.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows")]
+        return dg.materialize(rows, resources=self.env.resources, instance=self.env.instance,
                               tags={BENCHMARK_RUN_TAG: run_tag}, run_config=rows_run_config(limit))
 
     def run_partition(self, batch_size: int, run_tag: str, raise_on_error: bool = True,

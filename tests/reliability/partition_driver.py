@@ -31,7 +31,7 @@ def benchmark_job_for(root: str, models_dir: str) -> dg.JobDefinition:
     """The real ``benchmark`` job with the test resources under ``root``."""
     from dagster_duckdb import DuckDBResource
 
-    from aerorl_pipeline.definitions import defs
+    from aerorl_pipeline.definitions import build_definitions
     from assets.io_managers import ParquetTableIOManager
     from assets.resources import ModelRuntime
 
@@ -41,8 +41,7 @@ def benchmark_job_for(root: str, models_dir: str) -> dg.JobDefinition:
         "duckdb": DuckDBResource(database=str(Path(root) / "aerorl.duckdb")),
         "io_manager": ParquetTableIOManager(base_dir=str(Path(root) / "cache")),
     }
-    return dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs,
-                          resources=resources).resolve_job_def("benchmark")
+    return build_definitions(resources=resources).resolve_job_def("benchmark")
 
 
 def block(signal_file: Path) -> None:
@@ -106,7 +105,7 @@ def main() -> None:
     parser.add_argument("--signal-file", type=Path)
     args = parser.parse_args()
 
-    from assets.partitions import BATCH_DIMENSION, MODEL_DIMENSION
+    from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
     from assets.runs import BENCHMARK_RUN_TAG
 
     if args.hang == "generate":

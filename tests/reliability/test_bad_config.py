@@ -14,9 +14,14 @@ import dagster as dg
 import pytest
 
 from aerorl_ops.config.benchmark import ConfigError, load_benchmark_config, parse_benchmark_config
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_pipeline.bench import plan_bench
-from assets.training import TrainingConfig, rl_run
+from aerorl_pipeline.definitions import build_definitions
+from assets.training.rl_run import training_config_class
+
+TrainingConfig = training_config_class(TrainingSettings())  # rl_run's run config, dataclass defaults
+rl_run = build_definitions().get_assets_def("rl_run")
 
 GOOD_TOML = """
 [benchmark]
@@ -164,7 +169,7 @@ def test_benchmark_job_fails_on_bad_max_new_tokens_before_loading(bench):
     result = bench.run_partition(4, "bad-config", raise_on_error=False, max_new_tokens=-1)
     message = step_failure_message(result)
     assert message.startswith("generations: ")
-    assert "max_new_tokens must be >= 1, got -1" in message
+    assert "run config: generations: setting 'generation.max_new_tokens' must be a positive integer, got -1" in message
     assert bench.partition_counts("bad-config", 4) == {"generations": 0, "reward_scores": 0,
                                                       "benchmark_summary": 0}
 

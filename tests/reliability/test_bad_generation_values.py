@@ -22,12 +22,14 @@ from aerorl_ops.generation.partition_run import PartitionStats, partition_stats,
 from aerorl_ops.generation.records import generations_table
 from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.rows import RejectedRow
-from assets.datasets import docvqa_rows
+from aerorl_pipeline.definitions import build_definitions
 from assets.rejections import record_rejections
 from assets.runs import BENCHMARK_RUN_TAG
 
+docvqa_rows = build_definitions().get_assets_def("docvqa_rows")
+
 STATS = PartitionStats(model_source="/models/tiny", device="cpu", batch_size=2, samples=5, wall_s=1.5,
-                       model_load_s=0.2, telemetry={"gpu_seen": False}, generation={"max_new_tokens": 3})
+                       model_load_s=0.2, telemetry=None, generation={"max_new_tokens": 3})
 
 
 def sample(row, **overrides) -> GeneratedSample:

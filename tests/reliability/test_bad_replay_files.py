@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from aerorl_ops import replay
-from aerorl_ops.replay_io import iter_replay_records, load_replay, read_replay, read_replay_reference
+from aerorl_ops.replay import cli as replay
+from aerorl_ops.replay.reader import iter_replay_records, load_replay, read_replay, read_replay_reference
 from aerorl_ops.rewards import evaluate_records, evaluate_table
 from aerorl_ops.rewards.records import ReplayFormatError
 
@@ -105,7 +105,7 @@ def test_bad_lines_among_many_good_ones_keep_scores_identical(tmp_path):
                   "metadata": {"evidence_entities": [f"{index % 11}%"], "claimed_entities": [f"0.{index % 11:02d}"],
                                "latency_ms": index % 900}}
         lines.append(json.dumps(record).encode())
-    for position, (bad, _) in zip(range(17, 3000, 250), BAD_LINES.values()):
+    for position, (bad, _) in zip(range(17, 3000, 250), BAD_LINES.values(), strict=False):
         lines[position] = bad
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
@@ -118,5 +118,6 @@ def test_bad_lines_among_many_good_ones_keep_scores_identical(tmp_path):
     per_record = evaluate_records(iter_replay_records(path, skip_invalid=True))
     columnar = evaluate_table(read_replay(path, skip_invalid=True))
     assert columnar["count"] == per_record["count"] == 3000 - len(BAD_LINES)
-    assert columnar["results"].column("total").to_pylist() == [r["reward"]["total_reward"] for r in per_record["results"]]
+    per_record_totals = [r["reward"]["total_reward"] for r in per_record["results"]]
+    assert columnar["results"].column("total").to_pylist() == per_record_totals
     assert columnar["component_averages"] == per_record["component_averages"]

@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from aerorl_ops.rows import (
+    DEFAULT_CHECKS,
     MAX_ALIAS_CHARS,
     MAX_IMAGE_PIXELS,
     MAX_QUESTION_CHARS,
@@ -27,6 +28,7 @@ from aerorl_ops.rows import (
 )
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+STRING, STRING_LIST = pa.string(), pa.list_(pa.string())
 
 
 def encoded(width: int = 8, height: int = 6, fmt: str = "PNG", mode: str = "RGB") -> bytes:
@@ -49,7 +51,7 @@ def record(**overrides) -> dict:
 
 
 def write_docvqa(
-    path: Path, records: list[dict], question_type=pa.string(), answers_type=pa.list_(pa.string())
+    path: Path, records: list[dict], question_type: pa.DataType = STRING, answers_type: pa.DataType = STRING_LIST
 ) -> Path:
     table = pa.table(
         {
@@ -65,7 +67,7 @@ def write_docvqa(
     return path
 
 
-def reject_second(tmp_path: Path, bad: dict, checks: RowChecks = RowChecks(), **types) -> str:
+def reject_second(tmp_path: Path, bad: dict, checks: RowChecks = DEFAULT_CHECKS, **types) -> str:
     """Load [good, bad]; assert the good row is kept and the bad one rejected; return the reason."""
     path = write_docvqa(tmp_path / "validation.parquet", [record(questionId="1"), bad], **types)
     result = load_docvqa_files([path], split="validation", checks=checks)

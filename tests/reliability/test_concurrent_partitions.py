@@ -29,6 +29,7 @@ two minutes for three runs on two shared cores.
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import dagster as dg
@@ -88,7 +89,7 @@ def test_parallel_partitions_all_succeed_and_keep_exactly_their_rows(bench, laun
                      timeout_s=150, what="every benchmark_report step to wait for the duckdb_writer slot")
         finally:
             storage.free_concurrency_slot_for_step("test-holder", "hold")
-        results = {size: process.result() for size, process in zip(BATCH_SIZES, processes)}
+        results = {size: process.result() for size, process in zip(BATCH_SIZES, processes, strict=True)}
 
         assert {size: result["success"] for size, result in results.items()} == dict.fromkeys(BATCH_SIZES, True)
         windows = []
@@ -98,7 +99,7 @@ def test_parallel_partitions_all_succeed_and_keep_exactly_their_rows(bench, laun
             assert BLOCKED_MESSAGE in messages
             windows.append(report_window(instance, result["run_id"]))
         windows.sort()
-        assert all(end <= next_start for (_, end), (next_start, _) in zip(windows, windows[1:])), windows
+        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(windows)), windows
         assert storage.get_concurrency_info(POOL).claimed_slots == []
 
     for size in BATCH_SIZES:

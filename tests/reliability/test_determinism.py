@@ -15,10 +15,13 @@ import json
 import dagster as dg
 import pyarrow.parquet as pq
 
-from assets.datasets import chartqa_rows, docvqa_rows
-from assets.partitions import benchmark_config
-from assets.reports import input_hashes
+from aerorl_pipeline.definitions import build_definitions
+from assets.benchmark.reports import input_hashes
+from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
+
+PROJECT = build_definitions()  # the shipped config file
+docvqa_rows, chartqa_rows = PROJECT.get_assets_def("docvqa_rows"), PROJECT.get_assets_def("chartqa_rows")
 
 RUN_A, RUN_B = "determinism-a", "determinism-b"
 GENERATED = ("sample_id", "dataset", "prompt", "response", "raw_response", "reference", "claimed_entities",

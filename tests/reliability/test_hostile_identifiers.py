@@ -4,7 +4,7 @@ Model ids, partition keys, run ids and sample ids full of quotes, semicolons, co
 ``../`` and path separators:
 
 * (a) as model keys they are refused by config validation (partition keys are safe slugs);
-* (b) as run ids and sample ids they round-trip through ``replace_partitions`` / ``upsert_run``
+* (b) as run ids and sample ids they round-trip through ``replace_partitions`` / ``write_run``
   into DuckDB unchanged, and no table is dropped or touched outside its partition;
 * (c) as partition keys and asset keys the Parquet IO manager writes them only under its base
   folder, each key to a file of its own;
@@ -24,12 +24,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from aerorl_ops.config.benchmark import ConfigError, parse_benchmark_config
-from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions, upsert_run
+from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions, transaction, write_run
 from aerorl_ops.storage.schema import BENCHMARK_TABLES, GENERATIONS, REJECTED_ROWS, TableSpec
 from aerorl_pipeline.bench import plan_bench
-from assets.datasets import chartqa_rows, docvqa_rows
+from aerorl_pipeline.definitions import build_definitions
 from assets.io_managers import ParquetTableIOManager
 from assets.runs import BENCHMARK_RUN_TAG
+
+PROJECT = build_definitions()  # the shipped config file
+docvqa_rows, chartqa_rows = PROJECT.get_assets_def("docvqa_rows"), PROJECT.get_assets_def("chartqa_rows")
 
 HOSTILE = [
     "a'; DROP TABLE runs;--",
@@ -98,8 +101,9 @@ def test_hostile_run_and_sample_ids_round_trip_and_drop_nothing(tmp_path):
                     PartitionWrite(GENERATIONS, key, rows_for(GENERATIONS, key, HOSTILE)),
                     PartitionWrite(REJECTED_ROWS, rejected_key, rows_for(REJECTED_ROWS, rejected_key, HOSTILE)),
                 ])
-                upsert_run(conn, {"run_id": run_id, "kind": run_id, "config": '{"note": "' + run_id.replace(
-                    "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"}'})
+                with transaction(conn):
+                    write_run(conn, {"run_id": run_id, "kind": run_id, "config": '{"note": "' + run_id.replace(
+                        "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"}'})
 
         assert tables(conn) >= {spec.name for spec in BENCHMARK_TABLES}
         assert conn.execute("SELECT sample_id FROM generations WHERE run_id = 'bystander'").fetchall() == [("ok",)]
@@ -220,7 +224,6 @@ def test_hostile_run_tag_and_sample_ids_through_a_real_partition(tmp_path, bench
 
 def test_training_run_name_cannot_point_checkpoints_outside_data(dagster_env, monkeypatch):
     from assets.project import DATA_DIR
-    from assets.training import rl_run
 
     checkpoint_dirs: list[Path] = []
 
@@ -228,8 +231,9 @@ def test_training_run_name_cannot_point_checkpoints_outside_data(dagster_env, mo
         checkpoint_dirs.append(Path(run_dir))
         raise RuntimeError("stop before training")
 
-    monkeypatch.setattr("assets.training.run_training", capture_run_dir)
+    monkeypatch.setattr("assets.training.rl_run.run_training", capture_run_dir)
     settings = {"run_name": "../../outside-data", "train_rows": 2, "eval_rows": 2}
+    rl_run = PROJECT.get_assets_def("rl_run")
     result = dg.materialize([rl_run], resources=dagster_env.resources, instance=dagster_env.instance,
                             run_config={"ops": {"rl_run": {"config": settings}}}, raise_on_error=False)
     assert not result.success

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from aerorl_ops.config.benchmark import ConfigError, ModelEntry, parse_benchmark_config
+from aerorl_ops.config.benchmark import ConfigError, parse_benchmark_config
+from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_vlm
 from aerorl_ops.models.sources import model_source
 

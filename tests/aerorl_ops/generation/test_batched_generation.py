@@ -56,7 +56,7 @@ def test_left_padded_batch_scores_match_single_rows(tiny_vlm, mixed_rows):
         batch = processor(text=texts, images=images, return_tensors="pt", padding=True)
         assert (batch["attention_mask"][:, -1] == 1).all()  # padding is on the left
         batched = model(**batch).logits[:, -1]  # [3, V]
-        for row, (text, image) in enumerate(zip(texts, images)):
+        for row, (text, image) in enumerate(zip(texts, images, strict=True)):
             alone = model(**processor(text=[text], images=[image], return_tensors="pt")).logits[0, -1]  # [V]
             torch.testing.assert_close(batched[row], alone, atol=1e-4, rtol=1e-4)
 
@@ -99,7 +99,7 @@ def test_a_batch_where_every_row_ends_at_once(fresh_tiny_vlm, mixed_rows):
     finally:
         handle.remove()
     assert [(s.response, s.generated_tokens) for s in samples] == [("", 1)] * 3
-    assert all(r.question not in s.response for r, s in zip(mixed_rows, samples))
+    assert all(r.question not in s.response for r, s in zip(mixed_rows[:3], samples, strict=True))
 
 
 def test_settings_validation():

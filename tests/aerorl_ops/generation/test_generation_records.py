@@ -1,4 +1,4 @@
-"""Generations as a flat table and as replay records, and the partition stats that travel with them."""
+"""Generations as a flat table, and the partition stats that travel with them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from aerorl_ops.generation.batched import GeneratedSample
 from aerorl_ops.generation.partition_run import PartitionStats, partition_stats, with_partition_stats
-from aerorl_ops.generation.records import GENERATION_SCHEMA, generations_table, replay_records
+from aerorl_ops.generation.records import GENERATION_SCHEMA, generations_table
 from aerorl_ops.rows import Row
+from aerorl_ops.telemetry import TelemetrySample, summarize
 
 
 def row(sample_id: str, answers: tuple[str, ...], evidence: tuple[str, ...] = ()) -> Row:
@@ -44,19 +45,13 @@ def test_samples_of_unknown_rows_are_refused():
         generations_table(ROWS, [sample("zzz", "x")])
 
 
-def test_replay_records_have_the_aerorl_layout():
-    record = replay_records(generations_table(ROWS, SAMPLES))[1]
-    assert (record["id"], record["prompt"], record["response"], record["reference"]) == (
-        "a", "Q?\nAnswer...", '{"answer": "0.12"}', ["12%", "12"])
-    assert record["metadata"]["latency_ms"] == 12.5
-    assert record["metadata"]["dataset"] == "chartqa"
-    assert record["metadata"]["raw_response"] == '{"answer": "0.12"}<|im_end|>'
-
-
-def test_partition_stats_survive_a_parquet_round_trip(tmp_path: Path):
+@pytest.mark.parametrize("telemetry", [
+    summarize([TelemetrySample(0.1, rss_mb=512.0, cpu_pct=80.0, gpus=())], duration_s=0.1, interval_s=0.1),
+    None,
+])
+def test_partition_stats_survive_a_parquet_round_trip(tmp_path: Path, telemetry):
     stats = PartitionStats(model_source="/m", device="cpu", batch_size=2, samples=2, wall_s=1.5,
-                           model_load_s=0.25, telemetry={"gpu_seen": False, "rss_max_mb": 512.0},
-                           generation={"max_new_tokens": 4, "seed": 0})
+                           model_load_s=0.25, telemetry=telemetry, generation={"max_new_tokens": 4, "seed": 0})
     table = with_partition_stats(generations_table(ROWS, SAMPLES), stats)
     pq.write_table(table, tmp_path / "g.parquet")
     assert partition_stats(pq.read_table(tmp_path / "g.parquet")) == stats

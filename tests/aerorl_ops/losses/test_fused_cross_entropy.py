@@ -48,7 +48,7 @@ def test_fused_matches_naive_loss_and_gradients(dtype, bias, chunk_size):
     loss, grads = fused_loss_and_grads(h, w, b, labels, vision, chunk_size=chunk_size)
     assert loss.dtype == dtype
     torch.testing.assert_close(loss, expected_loss, **TOL[dtype])
-    for got, want in zip(grads, expected_grads):
+    for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, **TOL[dtype])
 
 
@@ -104,7 +104,7 @@ def test_ignore_index_positions_are_excluded_and_never_read():
     expected_loss, expected_grads = naive_loss_and_grads(h, w, None, labels, vision, ignore_index=99)
     loss, grads = fused_loss_and_grads(h, w, None, labels, vision, ignore_index=99)
     torch.testing.assert_close(loss, expected_loss, **TOL[torch.float64])
-    for got, want in zip(grads, expected_grads):
+    for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, **TOL[torch.float64])
 
 
@@ -172,5 +172,5 @@ def test_fused_matches_naive_on_random_masks(batch, seq, vocab, chunk_size, seed
     expected_loss, expected_grads = naive_loss_and_grads(h, w, None, labels, vision)
     loss, grads = fused_loss_and_grads(h, w, None, labels, vision, chunk_size=chunk_size)
     torch.testing.assert_close(loss, expected_loss, **TOL[torch.float64])
-    for got, want in zip(grads, expected_grads):
+    for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, **TOL[torch.float64])

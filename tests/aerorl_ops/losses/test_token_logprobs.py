@@ -45,7 +45,7 @@ def test_logprobs_entropy_and_gradients_match_naive(dtype, bias, chunk_size, tem
     weights = torch.linspace(-1.0, 2.0, out.logprobs.numel(), dtype=dtype)
     want_grads = torch.autograd.grad((weights * want_logp).sum(), inputs)
     grads = torch.autograd.grad((weights * out.logprobs).sum(), inputs)
-    for got, want in zip(grads, want_grads):
+    for got, want in zip(grads, want_grads, strict=True):
         torch.testing.assert_close(got, want, **TOL[dtype])
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ SUMMARY = {
     "manual_false_passes": 2, "average_reward": 0.25, "verifier_avg": 0.1, "grounding_avg": -0.4,
     "format_avg": 1.0, "cost_avg": 0.9, "anls_avg": 0.6, "relaxed_accuracy_avg": None,
     "verifier_metric_agreement": 0.8, "gpu_util_avg": float("nan"),
-    "created_at": datetime(2026, 3, 4, 2, 30, tzinfo=timezone.utc),
+    "created_at": datetime(2026, 3, 4, 2, 30, tzinfo=UTC),
 }
 REWARD_CONFIG = {"weights": {"verifier": 0.4, "grounding": 0.3, "format": 0.2, "cost": 0.1}, "pass_threshold": 0.3}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import doctest
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pyarrow as pa
@@ -112,7 +112,7 @@ def test_a_zero_or_missing_baseline_never_regresses_and_the_margin_is_checked():
 @pytest.fixture
 def conn():
     """Runs r1 < r2 < r3 of model m at batch 1 (r2 also at batch 8), with responses for drift."""
-    t0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
     with duckdb.connect(":memory:") as connection:
         ensure_tables(connection)
         connection.executemany(

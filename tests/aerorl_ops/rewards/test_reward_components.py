@@ -65,7 +65,9 @@ def test_verifier_reads_non_string_reference_items_as_text():
 
 @pytest.mark.parametrize("claimed", [None, [], ["", "  "]])
 def test_grounding_without_claims_scores_zero(claimed):
-    metadata = {"evidence_entities": ["a"]} if claimed is None else {"evidence_entities": ["a"], "claimed_entities": claimed}
+    metadata = {"evidence_entities": ["a"]}
+    if claimed is not None:
+        metadata["claimed_entities"] = claimed
     result = GroundingReward()(ctx(**metadata))
     assert result.score == 0.0
     assert result.details == {"reason": "no_claimed_entities"}

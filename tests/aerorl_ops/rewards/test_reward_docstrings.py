@@ -9,12 +9,12 @@ import pytest
 
 MODULES = [
     "aerorl_ops.metrics",
-    "aerorl_ops.replay",
-    "aerorl_ops.rewards.columnar",
+    "aerorl_ops.replay.cli",
+    "aerorl_ops.rewards.columnar.evaluate",
+    "aerorl_ops.rewards.columnar.keys",
     "aerorl_ops.rewards.components",
     "aerorl_ops.rewards.dataset_metrics",
     "aerorl_ops.rewards.evaluate",
-    "aerorl_ops.rewards.keys",
     "aerorl_ops.rewards.normalize",
     "aerorl_ops.rewards.records",
     "aerorl_ops.rewards.registry",

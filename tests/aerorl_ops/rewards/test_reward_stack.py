@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from aerorl_ops.aerorl_compat import AERORL_REWARDS
 from aerorl_ops.rewards import (
-    DEFAULT_WEIGHTS,
     REWARD_COMPONENTS,
     AnlsVerifierReward,
     CostReward,
@@ -52,7 +52,7 @@ def test_build_reward_stack_passes_settings_and_merges_weights():
     fmt, cost = stack.reward_functions[2], stack.reward_functions[3]
     assert (fmt.require_json, fmt.regex_pattern) == (True, "^x")
     assert (cost.target_tokens, cost.latency_budget_ms) == (16, 200.0)
-    assert DEFAULT_WEIGHTS["verifier"] == 0.4  # the defaults are not mutated
+    assert AERORL_REWARDS.weights["verifier"] == 0.4  # the defaults are not mutated
 
 
 def test_verifier_mode_picks_the_metric_verifier():

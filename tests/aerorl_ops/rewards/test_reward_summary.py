@@ -79,4 +79,5 @@ def test_pass_threshold_is_inclusive():
 def test_missing_fields_use_aerorl_defaults():
     summary = evaluate_records([{"response": "x"}])
     assert summary["results"][0]["id"] is None
-    assert summary["results"][0]["reward"]["components"] == {"verifier": 0.0, "grounding": 0.0, "format": 1.0, "cost": 1.0}
+    assert summary["results"][0]["reward"]["components"] == {
+        "verifier": 0.0, "grounding": 0.0, "format": 1.0, "cost": 1.0}

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from aerorl_ops.rewards import VERIFIER_MODES, AnlsVerifierReward, RelaxedAccuracyVerifierReward, RewardContext, VerifierReward
+from aerorl_ops.rewards import (
+    VERIFIER_MODES,
+    AnlsVerifierReward,
+    RelaxedAccuracyVerifierReward,
+    RewardContext,
+    VerifierReward,
+)
 from aerorl_ops.rewards.dataset_metrics import MetricValue, dataset_metric, summarize_metrics
 from aerorl_ops.rewards.verifiers import metric_references, prediction_text, verifier_for_mode
 

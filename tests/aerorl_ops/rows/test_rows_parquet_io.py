@@ -4,8 +4,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aerorl_ops.rows import parquet_io
-from aerorl_ops.rows import Row, read_rows_parquet, synthetic_chartqa_rows, synthetic_docvqa_rows, write_rows_parquet
+from aerorl_ops.rows import (
+    Row,
+    parquet_io,
+    read_rows_parquet,
+    synthetic_chartqa_rows,
+    synthetic_docvqa_rows,
+    write_rows_parquet,
+)
 
 
 def _rows() -> list[Row]:

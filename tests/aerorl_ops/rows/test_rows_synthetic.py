@@ -119,7 +119,7 @@ def test_chart_extreme_question_names_the_right_label():
         count = (len(sample.drawn_text) - 1) // 2
         labels, shown = sample.drawn_text[1 : 1 + count], sample.drawn_text[1 + count :]
         pick = max if "highest" in row.question else min
-        best_label, best_value = pick(zip(labels, shown), key=lambda pair: _shown_number(pair[1]))
+        best_label, best_value = pick(zip(labels, shown, strict=True), key=lambda pair: _shown_number(pair[1]))
         assert row.answers == (best_label,), row.sample_id
         assert row.evidence_entities == (best_label, best_value)
     assert asked > 5

@@ -11,10 +11,22 @@ import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aerorl_ops.config.benchmark import RewardSettings
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
 from aerorl_ops.generation.records import GENERATION_SCHEMA, claimed_entities
-from aerorl_ops.scoring.partition_scores import manual_pass, score_generations, standard_metric
+from aerorl_ops.rewards.evaluate import evaluate_records
+from aerorl_ops.rewards.verifiers import prediction_text
+from aerorl_ops.scoring.partition_scores import (
+    SCORE_SCHEMA,
+    manual_pass,
+    reward_config,
+    reward_stack_for,
+    score_generations,
+    standard_metric,
+)
 
 SETTINGS = RewardSettings()
 
@@ -103,3 +115,56 @@ def test_standard_metric_by_dataset():
     assert standard_metric("chartqa", "10.4", ["7", "10"]) == (None, 1.0)
     assert standard_metric("docvqa", "x", []) == (None, None)
     assert standard_metric("other", "x", ["x"]) == (None, None)
+
+
+def test_a_generation_without_a_response_is_refused_by_sample_id():
+    broken = GENERATIONS.set_column(GENERATIONS.schema.get_field_index("response"), "response",
+                                    pa.array([None, "x", "y"], pa.string()))
+    with pytest.raises(ValueError, match=r"response is null for sample ids \['doc-1'\]"):
+        score_generations(broken, SETTINGS)
+
+
+# --- columnar scoring gives the per-record stack's numbers ----------------------------------------------
+
+def per_record_scores(generations: pa.Table, reward_settings: RewardSettings) -> pa.Table:
+    """The reference: each generation as an AeroRL replay record through ``evaluate_records``."""
+    records = [{"id": g["sample_id"], "prompt": g["prompt"], "response": g["response"], "reference": g["reference"],
+                "metadata": {name: g[name] for name in ("evidence_entities", "claimed_entities", "latency_ms",
+                                                        "dataset", "raw_response")}}
+               for g in generations.to_pylist()]
+    results = evaluate_records(records, reward_stack_for(reward_settings),
+                               pass_threshold=reward_settings.pass_threshold)["results"]
+    rows = []
+    for record, result in zip(records, results, strict=True):
+        references = record["reference"] or []
+        anls_score, relaxed = standard_metric(record["metadata"]["dataset"], prediction_text(record["response"]),
+                                              references)
+        total = result["reward"]["total_reward"]
+        rows.append({"sample_id": record["id"], "dataset": record["metadata"]["dataset"],
+                     **{name: result["reward"]["components"][name] for name in REWARD_COMPONENT_NAMES},
+                     "total_reward": total, "passed": total >= reward_settings.pass_threshold,
+                     "manual_pass": manual_pass(record["response"], references), "anls": anls_score,
+                     "relaxed_accuracy": relaxed, "reward_config": reward_config(reward_settings)})
+    return pa.Table.from_pylist(rows, schema=SCORE_SCHEMA)
+
+
+TEXT = st.lists(st.sampled_from(list("aB7 .%,-") + ["12", "İ", "é", "Σ", "\u00a0", '{"answer": "', '"}']),
+                max_size=8).map("".join)
+GENERATED = st.lists(st.fixed_dictionaries({
+    "dataset": st.sampled_from(["docvqa", "chartqa", "easy_vqa"]),
+    "response": TEXT,
+    "reference": st.one_of(st.none(), st.lists(TEXT, max_size=3)),
+    "evidence_entities": st.lists(TEXT, max_size=3),
+    "latency_ms": st.floats(min_value=0.0, max_value=5000.0),
+}), max_size=8)
+
+
+@settings(max_examples=50, deadline=None)
+@given(GENERATED, st.sampled_from([SETTINGS, RewardSettings(require_json=False, target_tokens=2,
+                                                            latency_budget_ms=100.0, pass_threshold=0.0)]))
+def test_columnar_scores_equal_the_per_record_stack(drawn, reward_settings):
+    table = pa.Table.from_pylist([
+        generation(f"s{i}", g["dataset"], g["response"], [], g["evidence_entities"], g["latency_ms"])
+        | {"reference": g["reference"]} for i, g in enumerate(drawn)], schema=GENERATION_SCHEMA)
+    expected = per_record_scores(table, reward_settings).to_pylist()
+    assert score_generations(table, reward_settings).to_pylist() == expected

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import duckdb
 import pyarrow as pa
@@ -14,7 +14,8 @@ from aerorl_ops.storage.duckdb_store import (
     ensure_tables,
     replace_partition,
     replace_partitions,
-    upsert_run,
+    transaction,
+    write_run,
 )
 from aerorl_ops.storage.schema import GENERATIONS, REWARD_SCORES, RUNS, TableSpec
 
@@ -89,17 +90,23 @@ def test_a_sql_looking_value_is_stored_as_data(conn):
 
 
 def at(hour: int, minute: int = 0) -> datetime:
-    return datetime(2026, 1, 2, hour, minute, tzinfo=timezone.utc)
+    return datetime(2026, 1, 2, hour, minute, tzinfo=UTC)
 
 
-def test_upsert_run_keeps_one_row_and_widens_its_window(conn):
+def record_run(conn: duckdb.DuckDBPyConnection, run: dict) -> None:
+    """As the report asset records its run: ``write_run`` in the caller's transaction."""
+    with transaction(conn):
+        write_run(conn, run)
+
+
+def test_write_run_keeps_one_row_and_widens_its_window(conn):
     first = {"run_id": "bench-1", "kind": "benchmark", "started_at": at(10), "finished_at": at(10, 5),
              "git_sha": "abc", "config": json.dumps({"batch_sizes": [1]}), "seeds": json.dumps({"benchmark": 0}),
              "library_versions": json.dumps({"torch": "2"}), "input_hashes": json.dumps({})}
-    upsert_run(conn, first)
-    upsert_run(conn, dict(first, started_at=at(9, 55), finished_at=at(10, 3), config=json.dumps({"other": 1})))
-    upsert_run(conn, dict(first, started_at=at(10, 1), finished_at=at(10, 30)))
-    upsert_run(conn, dict(first, run_id="bench-2", started_at=at(11), finished_at=at(11, 1)))
+    record_run(conn, first)
+    record_run(conn, dict(first, started_at=at(9, 55), finished_at=at(10, 3), config=json.dumps({"other": 1})))
+    record_run(conn, dict(first, started_at=at(10, 1), finished_at=at(10, 30)))
+    record_run(conn, dict(first, run_id="bench-2", started_at=at(11), finished_at=at(11, 1)))
     rows = conn.execute("SELECT run_id, started_at, finished_at, config FROM runs ORDER BY run_id").fetchall()
     assert [(r[0], r[1], r[2]) for r in rows] == [("bench-1", at(9, 55), at(10, 30)), ("bench-2", at(11), at(11, 1))]
     assert json.loads(rows[0][3]) == {"batch_sizes": [1]}  # the first configuration is kept

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pandas as pd
@@ -12,7 +12,7 @@ from aerorl_ops.reporting.partition_summary import verifier_metric_agreement
 from aerorl_ops.storage.duckdb_store import ensure_tables
 from aerorl_ops.storage.views import VIEWS, create_views
 
-T0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 T1 = T0 + timedelta(days=1)
 MODEL = "tiny"
 

@@ -109,3 +109,22 @@ def test_summary_is_frozen():
 def test_summarize_rejects_no_samples():
     with pytest.raises(ValueError, match="at least one TelemetrySample"):
         summarize([], duration_s=1.0, interval_s=0.2)
+
+
+def test_a_record_turns_back_into_the_same_summary():
+    summary = summarize(SAMPLES, duration_s=0.35, interval_s=0.1, torch_peak_allocated_mb=12.5)
+    assert TelemetrySummary.from_record(summary.as_record()) == summary
+    no_gpu = summarize([TelemetrySample(0.1, 100.0, 20.0, ())], duration_s=0.1, interval_s=0.1)
+    assert TelemetrySummary.from_record(no_gpu.as_record()).gpu_names == ()
+
+
+def test_a_record_with_missing_columns_is_refused():
+    record = summarize(SAMPLES, duration_s=0.35, interval_s=0.1).as_record()
+    del record["rss_max_mb"]
+    with pytest.raises(ValueError, match="exactly the columns"):
+        TelemetrySummary.from_record(record)
+
+
+def test_samples_are_frozen_records():
+    with pytest.raises(AttributeError):
+        SAMPLES[0].rss_mb = 0.0

@@ -1,0 +1,153 @@
+"""How a setting is declared: its default, its check and its help, once, on a dataclass field.
+
+A settings dataclass marks each setting with :func:`setting`. The TOML parser reads the checks
+(so every error names the file and the setting), and the Dagster run config and the command-line
+flags are generated from the same fields (their types, defaults and help), so none of them
+restates a default.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, Field, field, fields
+from typing import Any, TypeVar, get_type_hints
+
+Check = Callable[[str, str, object], Any]
+"""``check(where, setting, value)``: the value as stored, or ``ConfigError`` naming both."""
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A setting in the benchmark config (or in run config / flags derived from it) is invalid."""
+
+
+def fail(where: str, setting: str, problem: str) -> ConfigError:
+    return ConfigError(f"{where}: setting {setting!r} {problem}")
+
+
+def setting(default: Any = MISSING, *, help: str, check: Check,
+            default_factory: Callable[[], Any] | Any = MISSING) -> Any:
+    """A dataclass field that is a user-facing setting: a file key, a run-config field, a flag."""
+    return field(default=default, default_factory=default_factory, metadata={"help": help, "check": check})
+
+
+def setting_fields(cls: type) -> tuple[Field, ...]:
+    """The fields of ``cls`` declared with :func:`setting`, in declaration order."""
+    return tuple(f for f in fields(cls) if "check" in f.metadata)
+
+
+def setting_types(cls: type) -> dict[str, Any]:
+    """Each setting's annotated type (``int``, ``float``, ``bool``, ``str``, ``str | None``, ...)."""
+    hints = get_type_hints(cls)
+    return {f.name: hints[f.name] for f in setting_fields(cls)}
+
+
+def default_of(f: Field) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def help_of(cls: type, name: str) -> str:
+    return next(f.metadata["help"] for f in setting_fields(cls) if f.name == name)
+
+
+def parse_section(cls: type[T], where: str, section: str, table: object, **fixed: Any) -> T:
+    """``cls`` from a TOML table: unknown keys are refused, every value checked, the rest defaults.
+
+    ``fixed`` supplies fields that are not file settings of this section (e.g. a seed set elsewhere).
+    """
+    if not isinstance(table, Mapping):
+        raise fail(where, section, "must be a table")
+    known = {f.name: f for f in setting_fields(cls)}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise fail(where, section, f"has unknown keys {unknown}; known keys: {', '.join(known)}")
+    values = {name: known[name].metadata["check"](where, f"{section}.{name}", value) for name, value in table.items()}
+    return cls(**fixed, **values)
+
+
+def checked(cls: type[T], where: str, section: str, values: Mapping[str, Any], **fixed: Any) -> T:
+    """``cls`` from a complete set of values (run config, flags), every one checked as in the file."""
+    return parse_section(cls, where, section, values, **fixed)
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+def integer(where: str, setting: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(where, setting, f"must be an integer, got {value!r}")
+    return value
+
+
+def positive_int(where: str, setting: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(where, setting, f"must be a positive integer, got {value!r}")
+    return value
+
+
+def non_negative_int(where: str, setting: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail(where, setting, f"must be an integer >= 0, got {value!r}")
+    return value
+
+
+def boolean(where: str, setting: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise fail(where, setting, f"must be true or false, got {value!r}")
+    return value
+
+
+def number(where: str, setting: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise fail(where, setting, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def positive_number(where: str, setting: str, value: object) -> float:
+    result = number(where, setting, value)
+    if result <= 0:
+        raise fail(where, setting, f"must be > 0, got {value!r}")
+    return result
+
+
+def non_negative_number(where: str, setting: str, value: object) -> float:
+    result = number(where, setting, value)
+    if result < 0:
+        raise fail(where, setting, f"must be >= 0, got {value!r}")
+    return result
+
+
+def probability(where: str, setting: str, value: object) -> float:
+    result = number(where, setting, value)
+    if not 0 < result <= 1:
+        raise fail(where, setting, f"must be in (0, 1], got {value!r}")
+    return result
+
+
+def text(where: str, setting: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise fail(where, setting, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def one_of(*choices: object, described: str = "") -> Check:
+    """A check that the value is one of ``choices`` (``described`` words them for the error)."""
+    def check(where: str, setting: str, value: object) -> Any:
+        if isinstance(value, bool) or value not in choices:
+            raise fail(where, setting, f"must be {described or f'one of {choices}'}, got {value!r}")
+        return value
+    return check
+
+
+def regex_or_none(where: str, setting: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fail(where, setting, f"must be a regular expression string, got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise fail(where, setting, f"is not a valid regular expression ({error})") from error
+    return value

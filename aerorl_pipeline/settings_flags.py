@@ -1,0 +1,57 @@
+"""Command-line flags generated from the settings dataclasses (``aerorl_ops.config``).
+
+One flag per setting (``max_new_tokens`` -> ``--max-new-tokens``), with the setting's type and
+help, defaulting to the value in the ``--config`` file, so ``-h`` shows what a run will use and no
+default is written here. Settings that are tables or lists (reward weights, batch sizes) have no
+flag: they are set in the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from aerorl_ops.config.fields import setting_fields, setting_types
+
+FLAG_TYPES = (int, float, str, str | None)
+
+
+def flag_name(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, settings: object, *,
+                      exclude: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Add a flag for each scalar setting of ``type(settings)`` (less ``exclude``), defaulting to
+    the value in ``settings``; return the settings that got a flag."""
+    types = setting_types(type(settings))
+    added = []
+    for field in setting_fields(type(settings)):
+        kind = types[field.name]
+        if field.name in exclude or (kind is not bool and kind not in FLAG_TYPES):
+            continue
+        default = getattr(settings, field.name)
+        text = f"{field.metadata['help']} (default: %(default)s)"
+        if kind is bool:
+            parser.add_argument(flag_name(field.name), action=argparse.BooleanOptionalAction, default=default,
+                                help=text)
+        else:
+            parser.add_argument(flag_name(field.name), type=str if kind == str | None else kind, default=default,
+                                help=text)
+        added.append(field.name)
+    return tuple(added)
+
+
+def flag_values(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings ``names`` as parsed (every one has a value: the flag's, else the file's)."""
+    return {name: getattr(args, name) for name in names}
+
+
+def config_path_from(argv: list[str], default: Path) -> Path:
+    """The ``--config`` of a command line, read before the full parser is built (its flags'
+    defaults come from that file)."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--config", type=Path, default=default)
+    known, _ = early.parse_known_args(argv)
+    return known.config.expanduser().resolve()

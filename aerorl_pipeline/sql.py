@@ -1,0 +1,160 @@
+"""`aerorl sql "SELECT …" [--csv | --json] [--database PATH]`: query the report database.
+
+The venv has DuckDB's Python package but no ``duckdb`` command; this is the command. The
+database (``reports/aerorl.duckdb`` unless ``--database`` says otherwise) is opened read-only,
+so a query can never change a report, and a failing query or a missing database exits with a
+message that names the database.
+
+Output: an aligned text table (NULL shown as ``NULL``), or CSV with a header row (NULL as an
+empty field), or a JSON array with one object per row (NULL as ``null``, timestamps in ISO 8601).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import NamedTuple
+
+import duckdb
+
+
+class SqlError(Exception):
+    """A query that could not run; the message names the database and says why."""
+
+
+class QueryResult(NamedTuple):
+    columns: tuple[str, ...]
+    rows: list[tuple]
+    types: tuple[str, ...] = ()  # DuckDB type names, e.g. "VARCHAR", "JSON"
+
+
+def run_query(database: Path, sql: str) -> QueryResult:
+    """Run ``sql`` on ``database`` opened read-only; its last statement's result."""
+    if not database.is_file():
+        raise SqlError(f"no report database at {database}: run `aerorl bench` first, or pass --database PATH")
+    try:
+        with duckdb.connect(str(database), read_only=True) as conn:
+            cursor = conn.execute(sql)
+            if cursor.description is None:  # a statement without a result (SET, PRAGMA ...)
+                return QueryResult((), [])
+            return QueryResult(tuple(column[0] for column in cursor.description), cursor.fetchall(),
+                               tuple(str(column[1]) for column in cursor.description))
+    except duckdb.Error as error:
+        raise SqlError(f"query failed on {database}: {error}") from error
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    return str(value)
+
+
+def format_table(result: QueryResult) -> str:
+    """An aligned text table: a header, a rule, one line per row (numbers right-aligned), a count.
+
+    >>> print(format_table(QueryResult(("model", "samples"), [("tiny", 96), ("big", None)])))
+    model | samples
+    ------+--------
+    tiny  |      96
+    big   |    NULL
+    (2 rows)
+    """
+    if not result.columns:
+        return "OK"
+    cells = [[_text(value) for value in row] for row in result.rows]
+    widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(result.columns)]
+    numeric = [all(isinstance(row[i], (int, float, Decimal)) or row[i] is None for row in result.rows)
+               for i in range(len(result.columns))]
+    lines = [" | ".join(name.ljust(width) for name, width in zip(result.columns, widths, strict=True)).rstrip(),
+             "-+-".join("-" * width for width in widths)]
+    for row in cells:
+        lines.append(" | ".join(cell.rjust(width) if right else cell.ljust(width)
+                                for cell, width, right in zip(row, widths, numeric, strict=True)).rstrip())
+    count = len(result.rows)
+    lines.append(f"({count} row{'' if count == 1 else 's'})")
+    return "\n".join(lines)
+
+
+def format_csv(result: QueryResult) -> str:
+    """CSV with a header row; NULL is an empty field.
+
+    >>> format_csv(QueryResult(("a", "b"), [(1, None), ("x,y", 2.5)]))
+    'a,b\\r\\n1,\\r\\n"x,y",2.5\\r\\n'
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(result.columns)
+    writer.writerows([["" if value is None else _text(value) for value in row] for row in result.rows])
+    return buffer.getvalue()
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def format_json(result: QueryResult) -> str:
+    """A JSON array, one object per row, keyed by column name; a JSON column's values are nested.
+
+    >>> format_json(QueryResult(("a", "b", "c"), [(1, None, '{"x": 2}')], ("INTEGER", "VARCHAR", "JSON")))
+    '[{"a": 1, "b": null, "c": {"x": 2}}]'
+    """
+    nested = [kind == "JSON" for kind in result.types] or [False] * len(result.columns)
+    return json.dumps([{name: json.loads(value) if is_json and isinstance(value, str) else _json_value(value)
+                        for name, value, is_json in zip(result.columns, row, nested, strict=True)}
+                       for row in result.rows], ensure_ascii=False)
+
+
+FORMATS = {"table": format_table, "csv": format_csv, "json": format_json}
+
+
+def add_sql_command(commands: argparse._SubParsersAction) -> None:
+    """Register ``sql`` on the ``aerorl`` command line."""
+    sql = commands.add_parser("sql", help="query the report database, read-only (a table, --csv or --json)")
+    sql.add_argument("query", help='SQL to run, e.g. "SELECT * FROM latest_benchmark_summary"')
+    output = sql.add_mutually_exclusive_group()
+    output.add_argument("--csv", dest="output", action="store_const", const="csv", help="print CSV")
+    output.add_argument("--json", dest="output", action="store_const", const="json", help="print a JSON array")
+    sql.add_argument("--database", type=Path, help="the DuckDB file (default: the report database, "
+                                                   "reports/aerorl.duckdb)")
+    sql.set_defaults(handler=sql_command, output="table")
+
+
+def sql_command(args: argparse.Namespace) -> int:
+    """Print the query's result; 1 with a message on stderr when it cannot run."""
+    database = args.database
+    if database is None:
+        from assets.project import DUCKDB_PATH
+
+        database = DUCKDB_PATH
+    try:
+        result = run_query(Path(database), args.query)
+    except SqlError as error:
+        print(f"aerorl sql: {error}", file=sys.stderr)
+        return 1
+    text = FORMATS[args.output](result)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+

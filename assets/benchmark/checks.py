@@ -1,0 +1,185 @@
+"""Asset checks of the benchmark partitions: thin wrappers around ``aerorl_ops.reporting.checks``.
+
+The checks are partitioned like the assets they check (model x batch size), so the ``benchmark``
+job runs them in the same run as the partition it materializes, each check loads only that
+partition, and the UI records a result per partition. Partitioned checks are a preview feature
+of Dagster 1.13; unpartitioned checks of a partitioned asset would load every partition of it
+and keep one result for the whole asset (dagster issue 27747).
+
+- ``generations``: no prompt echoes, valid latencies. Blocking: a broken partition is not scored.
+- ``reward_scores``: no NaN scores, the same sample ids as the generations. Blocking: nothing
+  broken lands in DuckDB.
+- ``benchmark_report``: no regression against the previous run (WARN), and greedy answers at
+  this batch size match batch 1 of the same run (ERROR; drift makes batch sizes incomparable).
+"""
+
+import warnings
+
+import dagster as dg
+import pandas as pd
+import pyarrow as pa
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.reporting.checks import (
+    REFERENCE_BATCH_SIZE,
+    Finding,
+    latency_findings,
+    nan_score_findings,
+    previous_run,
+    prompt_echo_findings,
+    regressions,
+    response_drift,
+    responses_by_sample,
+    sample_id_mismatch,
+)
+from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
+from assets.metadata import markdown_preview
+from assets.runs import BENCHMARK_RUN_TAG, benchmark_run_id
+
+SHOWN_FINDINGS = 20
+
+
+class RegressionCheckConfig(dg.Config):
+    """max_relative_drop: how far below the previous run's value (relative) pass rate and
+    samples/s may fall before the check warns; 0.1 = 10 %."""
+
+    max_relative_drop: float = 0.10
+
+
+def _partitioned_check(partitions: dg.PartitionsDefinition, fn, **kwargs) -> dg.AssetChecksDefinition:
+    """``@dg.asset_check`` for a benchmark partition (the preview warning is expected, see above)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=dg.PreviewWarning, message=".*partitions_def.*")
+        return dg.asset_check(partitions_def=partitions, **kwargs)(fn)
+
+
+def check_partition(context: dg.AssetCheckExecutionContext) -> tuple[str, int]:
+    """(model key, batch size) of the checked partition. A run of checks alone can carry its
+    partition as a plain ``"8|model"`` string, so the key is parsed with the partitions definition."""
+    partitions = context.op_execution_context.assets_def.partitions_def
+    key = partitions.get_partition_key_from_str(str(context.partition_key))
+    return key.keys_by_dimension[MODEL_DIMENSION], int(key.keys_by_dimension[BATCH_DIMENSION])
+
+
+def report_run_id(context: dg.AssetCheckExecutionContext) -> str:
+    """The benchmark run whose rows this check reads: the run's benchmark tag when it has one, else
+    the run id recorded by this partition's latest ``benchmark_report`` materialization (a check
+    launched alone from the UI), else this run's own id."""
+    run = context.op_execution_context
+    if BENCHMARK_RUN_TAG in run.run.tags:
+        return benchmark_run_id(run)
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("benchmark_report"), asset_partitions=[str(context.partition_key)]),
+        limit=1).records
+    recorded = records[0].asset_materialization.metadata.get("run_id") if records else None
+    return str(recorded.value) if recorded is not None else benchmark_run_id(run)
+
+
+def findings_result(findings: list[Finding], what: str) -> dg.AssetCheckResult:
+    frame = pd.DataFrame(findings, columns=list(Finding._fields))
+    return dg.AssetCheckResult(
+        passed=not findings,
+        description=f"{len(findings)} {what}" if findings else None,
+        metadata={"failures": len(findings),
+                  "examples": markdown_preview(frame, rows=SHOWN_FINDINGS) if findings else "none"},
+    )
+
+
+def generations_are_not_prompt_echoes(generations: pa.Table) -> dg.AssetCheckResult:
+    """No response equals, starts with or contains its prompt, or holds the chat template's <|im_start|>."""
+    return findings_result(prompt_echo_findings(generations), "responses echo the prompt")
+
+
+def generations_latencies_are_valid(generations: pa.Table) -> dg.AssetCheckResult:
+    """Every latency_ms and batch_latency_ms is a finite, non-negative number. Not blocking: the
+    report rejects such rows into ``rejected_rows`` with their reasons and writes the rest."""
+    return findings_result(latency_findings(generations), "latencies are missing, NaN or negative")
+
+
+def reward_scores_have_no_nan(reward_scores: pa.Table) -> dg.AssetCheckResult:
+    """No score column holds NaN and every row has a total reward."""
+    return findings_result(nan_score_findings(reward_scores), "scores are NaN or missing")
+
+
+def reward_scores_match_generations(reward_scores: pa.Table, generations: pa.Table) -> dg.AssetCheckResult:
+    """Exactly one score per generated sample of the same partition."""
+    mismatch = sample_id_mismatch(generations.column("sample_id").to_pylist(),
+                                  reward_scores.column("sample_id").to_pylist())
+    return dg.AssetCheckResult(
+        passed=mismatch.ok,
+        description=None if mismatch.ok else (
+            f"{len(mismatch.missing)} generated samples unscored, {len(mismatch.unexpected)} scores of "
+            f"unknown samples, {len(mismatch.duplicated)} samples scored twice"),
+        metadata={"generations": generations.num_rows, "reward_scores": reward_scores.num_rows,
+                  **{name: ", ".join(ids[:SHOWN_FINDINGS]) or "none" for name, ids in mismatch._asdict().items()}},
+    )
+
+
+def benchmark_report_has_not_regressed(context: dg.AssetCheckExecutionContext, config: RegressionCheckConfig,
+                                       duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """Pass rate and samples/s are within max_relative_drop of the previous run of this model x batch size."""
+    model_key, batch_size = check_partition(context)
+    run_id = report_run_id(context)
+    with duckdb.get_connection() as conn:
+        runs = previous_run(conn, run_id, model_key, batch_size)
+    if runs is None:
+        raise dg.Failure(f"benchmark_summary has no row for run {run_id!r}, partition {context.partition_key}; "
+                         "materialize benchmark_report for this partition first")
+    if runs.previous_run_id is None:
+        return dg.AssetCheckResult(passed=True, description="first run of this model x batch size: nothing to compare",
+                                   metadata={"run_id": run_id})
+    found = regressions(runs.current, runs.previous, config.max_relative_drop)
+    table = pd.DataFrame([{"metric": m, "previous": runs.previous[m], "current": runs.current[m]}
+                          for m in runs.current])
+    return dg.AssetCheckResult(
+        passed=not found,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(f"{r.metric} fell {-r.relative_change:.1%} ({r.previous:.4g} -> {r.current:.4g})"
+                              for r in found) or None,
+        metadata={"run_id": run_id, "previous_run_id": runs.previous_run_id,
+                  "max_relative_drop": config.max_relative_drop, "metrics": markdown_preview(table)},
+    )
+
+
+def benchmark_report_is_batch_size_invariant(context: dg.AssetCheckExecutionContext,
+                                             duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """Greedy answers at this batch size equal those at batch size 1 of the same run and model."""
+    model_key, batch_size = check_partition(context)
+    run_id = report_run_id(context)
+    if batch_size == REFERENCE_BATCH_SIZE:
+        return dg.AssetCheckResult(passed=True, description="batch size 1 is the reference")
+    with duckdb.get_connection() as conn:
+        reference = responses_by_sample(conn, run_id, model_key, REFERENCE_BATCH_SIZE)
+        candidate = responses_by_sample(conn, run_id, model_key, batch_size)
+    drift = response_drift(reference, candidate)
+    if not drift.compared:
+        return dg.AssetCheckResult(
+            passed=True, description=f"skipped: run {run_id!r} has no batch size 1 answers of {model_key} (yet)",
+            metadata={"run_id": run_id, "compared": 0})
+    examples = pd.DataFrame(drift.mismatches, columns=["sample_id", "batch_1", f"batch_{batch_size}"])
+    return dg.AssetCheckResult(
+        passed=not drift.mismatches,
+        description=(f"{len(drift.mismatches)} of {drift.compared} answers differ from batch size 1"
+                     if drift.mismatches else None),
+        metadata={"run_id": run_id, "compared": drift.compared, "mismatches": len(drift.mismatches),
+                  "mismatch_rate": drift.mismatch_rate,
+                  "only_at_batch_1": len(drift.only_in_reference), "only_at_this_batch": len(drift.only_in_candidate),
+                  "examples": markdown_preview(examples, rows=SHOWN_FINDINGS) if drift.mismatches else "none"},
+    )
+
+
+CHECKS = (
+    (generations_are_not_prompt_echoes, {"asset": "generations", "blocking": True}),
+    (generations_latencies_are_valid, {"asset": "generations"}),
+    (reward_scores_have_no_nan, {"asset": "reward_scores", "blocking": True}),
+    (reward_scores_match_generations, {"asset": "reward_scores", "blocking": True,
+                                       "additional_ins": {"generations": dg.AssetIn("generations")}}),
+    (benchmark_report_has_not_regressed, {"asset": "benchmark_report", "pool": "duckdb_writer"}),
+    (benchmark_report_is_batch_size_invariant, {"asset": "benchmark_report", "pool": "duckdb_writer"}),
+)
+"""Each check with its ``@dg.asset_check`` arguments; the partitions come from the config file."""
+
+
+def build_benchmark_checks(partitions: dg.PartitionsDefinition) -> list[dg.AssetChecksDefinition]:
+    """The benchmark checks, partitioned like the benchmark assets."""
+    return [_partitioned_check(partitions, fn, **kwargs) for fn, kwargs in CHECKS]

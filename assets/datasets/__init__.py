@@ -1,0 +1,1 @@
+"""Dataset rows: cached question / answers / image rows that every other stage reads."""

@@ -1,0 +1,146 @@
+"""Compare the DuckDB tables of two `aerorl bench` runs, timings aside.
+
+Used to check that a refactor changed no behaviour: run `aerorl bench --run-id A` on the old
+code and `aerorl bench --run-id B` on the new code, then
+
+    python scripts/compare_bench_reports.py OLD.duckdb A NEW.duckdb B
+
+It compares, for every table the benchmark writes, the column names and types, and the rows of
+the given run with the columns that measure time or memory left out. The cost reward scores
+wall-clock latency, so on a loaded machine `cost` (and the totals built on it) can differ between
+two runs of the same code; those differences are reported apart, and the old run's generations
+are then re-scored with the current code, which must reproduce every stored score exactly.
+Prints one line per table and exits 1 when anything differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import duckdb
+import pyarrow as pa
+
+from aerorl_ops.config.rewards import parse_rewards
+from aerorl_ops.generation.records import GENERATION_SCHEMA
+from aerorl_ops.scoring.partition_scores import score_generations
+
+# Columns whose values are measurements of time, memory or the process, not of behaviour.
+MEASURED = {
+    "generations": {"latency_ms", "batch_latency_ms", "dagster_run_id"},
+    "reward_scores": set(),
+    "benchmark_summary": {
+        "wall_s", "samples_per_s", "generated_tokens_per_s", "latency_avg_ms", "latency_p50_ms",
+        "latency_p95_ms", "model_load_s", "peak_memory_mb", "gpu_seen", "gpu_util_avg", "gpu_util_max",
+        "gpu_memory_avg_mb", "gpu_memory_max_mb", "gpu_power_avg_w", "cpu_percent_avg", "rss_max_mb",
+        "created_at",
+    },
+    "runs": {"started_at", "finished_at", "git_sha", "library_versions"},
+    "rejected_rows": set(),
+}
+# Columns that depend on a measured latency through the cost reward (compared, but reported apart).
+LATENCY_DEPENDENT = {"reward_scores": {"cost", "total_reward", "passed"},
+                     "benchmark_summary": {"cost_avg", "average_reward", "pass_rate"}}
+KEYS = {"generations": ["model_key", "batch_size", "sample_id"],
+        "reward_scores": ["model_key", "batch_size", "sample_id"],
+        "benchmark_summary": ["model_key", "batch_size"],
+        "runs": [], "rejected_rows": ["stage", "dataset", "locator", "sample_id", "reason"]}
+
+
+def columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    return [(name, kind) for name, kind, *_ in conn.execute(f'DESCRIBE "{table}"').fetchall()]
+
+
+def rows(conn: duckdb.DuckDBPyConnection, table: str, run_id: str, names: list[str]) -> list[tuple]:
+    selected = ", ".join(f'"{name}"' for name in names if name != "run_id")
+    order = ", ".join(f'"{key}"' for key in KEYS[table]) or "1"
+    return conn.execute(f'SELECT {selected} FROM "{table}" WHERE run_id = ? ORDER BY {order}', [run_id]).fetchall()
+
+
+def normalized(table_rows: list[tuple], run_id: str, root: str | None) -> list[tuple]:
+    """Rows with the run id and the checkout's root path replaced by placeholders."""
+
+    def clean(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        value = value.replace(run_id, "<run>")
+        return value.replace(root, "<root>") if root else value
+
+    return [tuple(clean(value) for value in row) for row in table_rows]
+
+
+def compare(old_db: str, old_run: str, new_db: str, new_run: str,
+            old_root: str | None = None, new_root: str | None = None) -> bool:
+    same = True
+    with duckdb.connect(old_db, read_only=True) as old, duckdb.connect(new_db, read_only=True) as new:
+        for table, measured in MEASURED.items():
+            old_columns, new_columns = columns(old, table), columns(new, table)
+            if old_columns != new_columns:
+                print(f"{table}: schema differs\n  old {old_columns}\n  new {new_columns}")
+                same = False
+                continue
+            names = [name for name, _ in old_columns if name not in measured]
+            old_rows = normalized(rows(old, table, old_run, names), old_run, old_root)
+            new_rows = normalized(rows(new, table, new_run, names), new_run, new_root)
+            differing = [i for i, (a, b) in enumerate(zip(old_rows, new_rows, strict=False)) if a != b]
+            if len(old_rows) != len(new_rows) or differing:
+                selected = [name for name in names if name != "run_id"]
+                columns_differing = sorted({selected[j]
+                                            for i in differing
+                                            for j, (a, b) in enumerate(zip(old_rows[i], new_rows[i], strict=True))
+                                            if a != b})
+                latency_only = set(columns_differing) <= LATENCY_DEPENDENT.get(table, set())
+                print(f"{table}: {len(old_rows)} vs {len(new_rows)} rows, {len(differing)} differ in "
+                      f"{columns_differing}{' (latency-dependent only)' if latency_only else ''}")
+                same = same and latency_only and len(old_rows) == len(new_rows)
+            else:
+                print(f"{table}: {len(old_rows)} rows identical ({len(names)} columns compared)")
+    return same
+
+
+def rescored_scores_match(database: str, run_id: str) -> bool:
+    """Re-score the stored generations of ``run_id`` with the current code; compare with the stored scores."""
+    same = True
+    with duckdb.connect(database, read_only=True) as conn:
+        partitions = conn.execute("SELECT DISTINCT model_key, batch_size FROM generations "
+                                  "WHERE run_id = ? ORDER BY ALL", [run_id]).fetchall()
+        for model_key, batch_size in partitions:
+            key = [run_id, model_key, batch_size]
+            generations = pa.table(conn.sql(
+                f"SELECT {', '.join(GENERATION_SCHEMA.names)} FROM generations "
+                "WHERE run_id = ? AND model_key = ? AND batch_size = ? ORDER BY sample_id", params=key,
+            ).to_arrow_table())
+            stored = conn.execute("SELECT * EXCLUDE (run_id, model_key, batch_size) FROM reward_scores "
+                                  "WHERE run_id = ? AND model_key = ? AND batch_size = ? ORDER BY sample_id",
+                                  key).fetchall()
+            config = json.loads(stored[0][-1])
+            settings = parse_rewards("stored reward_config", {name: value for name, value in config.items()
+                                                                 if value is not None})
+            rescored = [tuple(row.values()) for row in
+                        score_generations(generations.cast(GENERATION_SCHEMA), settings).to_pylist()]
+            differing = sum(a != b for a, b in zip(rescored, stored, strict=True))
+            print(f"re-scored {model_key} batch {batch_size}: {len(stored) - differing} of {len(stored)} "
+                  "stored score rows reproduced exactly")
+            same = same and differing == 0
+    return same
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old_database")
+    parser.add_argument("old_run_id")
+    parser.add_argument("new_database")
+    parser.add_argument("new_run_id")
+    parser.add_argument("--old-root", help="checkout path of the old run (replaced by <root> in values)")
+    parser.add_argument("--new-root", help="checkout path of the new run")
+    args = parser.parse_args(argv)
+    same = compare(args.old_database, args.old_run_id, args.new_database, args.new_run_id,
+                   args.old_root, args.new_root)
+    same = rescored_scores_match(args.old_database, args.old_run_id) and same
+    print("same behaviour" if same else "DIFFERENT")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

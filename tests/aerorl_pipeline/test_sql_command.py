@@ -1,0 +1,108 @@
+"""`aerorl sql`: query the report database read-only, as a table, CSV or JSON; clear errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from aerorl_pipeline.cli import main
+
+QUERY = "SELECT model_key, batch_size, pass_rate, note, settings, created_at FROM summary ORDER BY batch_size"
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "report.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE summary (model_key VARCHAR, batch_size INTEGER, pass_rate DOUBLE, note VARCHAR, "
+                     "settings JSON, created_at TIMESTAMPTZ)")
+        conn.executemany("INSERT INTO summary VALUES (?, ?, ?, ?, ?, ?)", [
+            ("tiny", 8, 0.25, 'a, "quoted" note', '{"weights": {"cost": 0.1}}',
+             datetime(2026, 3, 4, 2, 30, tzinfo=UTC)),
+            ("tiny", 1, None, None, None, None),
+        ])
+    return path
+
+
+def sql(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["sql", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_prints_an_aligned_table(capsys, database):
+    code, out, err = sql(capsys, "SELECT model_key, batch_size, pass_rate, note FROM summary ORDER BY batch_size",
+                         "--database", str(database))
+    assert (code, err) == (0, "")
+    assert out == (
+        "model_key | batch_size | pass_rate | note\n"
+        "----------+------------+-----------+-----------------\n"
+        "tiny      |          1 |      NULL | NULL\n"
+        'tiny      |          8 |      0.25 | a, "quoted" note\n'
+        "(2 rows)\n"
+    )
+
+
+def test_prints_csv(capsys, database):
+    code, out, _ = sql(capsys, QUERY, "--csv", "--database", str(database))
+    assert code == 0
+    assert list(csv.reader(io.StringIO(out))) == [
+        ["model_key", "batch_size", "pass_rate", "note", "settings", "created_at"],
+        ["tiny", "1", "", "", "", ""],
+        ["tiny", "8", "0.25", 'a, "quoted" note', '{"weights": {"cost": 0.1}}', "2026-03-04T02:30:00+00:00"],
+    ]
+
+
+def test_prints_json_with_json_columns_nested(capsys, database):
+    code, out, _ = sql(capsys, QUERY, "--json", "--database", str(database))
+    assert code == 0
+    assert json.loads(out) == [
+        {"model_key": "tiny", "batch_size": 1, "pass_rate": None, "note": None, "settings": None,
+         "created_at": None},
+        {"model_key": "tiny", "batch_size": 8, "pass_rate": 0.25, "note": 'a, "quoted" note',
+         "settings": {"weights": {"cost": 0.1}}, "created_at": "2026-03-04T02:30:00+00:00"},
+    ]
+
+
+def test_bad_sql_exits_non_zero_naming_the_database_and_the_error(capsys, database):
+    code, out, err = sql(capsys, "SELEC 1", "--database", str(database))
+    assert code == 1 and out == ""
+    assert err.startswith(f"aerorl sql: query failed on {database}: Parser Error")
+    code, _, err = sql(capsys, "SELECT missing_column FROM summary", "--database", str(database))
+    assert code == 1 and "missing_column" in err
+
+
+def test_the_database_is_opened_read_only(capsys, database):
+    code, _, err = sql(capsys, "DELETE FROM summary", "--database", str(database))
+    assert code == 1 and "read-only" in err
+    with duckdb.connect(str(database), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM summary").fetchone() == (2,)
+
+
+def test_a_missing_database_is_named(capsys, tmp_path):
+    missing = tmp_path / "nowhere.duckdb"
+    code, out, err = sql(capsys, "SELECT 1", "--database", str(missing))
+    assert code == 1 and out == ""
+    assert err == f"aerorl sql: no report database at {missing}: run `aerorl bench` first, or pass --database PATH\n"
+    assert not missing.exists()
+
+
+def test_the_default_database_is_the_report_database(capsys, monkeypatch, database):
+    import assets.project
+
+    monkeypatch.setattr(assets.project, "DUCKDB_PATH", database)
+    code, out, _ = sql(capsys, "SELECT count(*) AS n FROM summary", "--csv")
+    assert (code, out) == (0, "n\r\n2\r\n")
+
+
+def test_csv_and_json_cannot_be_combined(capsys, database):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sql", "SELECT 1", "--csv", "--json", "--database", str(database)])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err

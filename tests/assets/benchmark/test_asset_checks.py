@@ -1,0 +1,204 @@
+"""The benchmark asset checks, run by the real ``benchmark`` job in the same run as the partition.
+
+``generations`` is replaced by a stand-in that returns hand-made generations (no model), so each
+scenario (clean, throughput drop, batch-size drift, prompt echo, broken latency) takes a second.
+``reward_scores``, ``benchmark_report`` and every check are the real definitions.
+"""
+
+import base64
+import json
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow as pa
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.generation.partition_run import PartitionStats, with_partition_stats
+from aerorl_ops.generation.records import GENERATION_SCHEMA
+from aerorl_ops.storage.views import VIEWS
+from aerorl_pipeline.jobs import benchmark_job
+from assets.benchmark.checks import build_benchmark_checks
+from assets.benchmark.partitions import build_benchmark_partitions
+from assets.benchmark.reports import build_benchmark_report
+from assets.benchmark.scoring import build_reward_scores
+from assets.io_managers import ParquetTableIOManager
+from assets.project import benchmark_config
+from assets.runs import BENCHMARK_RUN_TAG
+
+MODEL = "tiny-qwen2-vl"
+PROMPT = 'What is the total?\nAnswer with strict JSON of the form {"answer": "<answer>"} and nothing else.'
+SAMPLES = [("docvqa", "doc-1", ["12"]), ("docvqa", "doc-2", ["May 4"]), ("chartqa", "chart-1", ["40"])]
+CONFIG = benchmark_config()
+benchmark_partitions = build_benchmark_partitions(CONFIG)
+benchmark_checks = build_benchmark_checks(benchmark_partitions)
+reward_scores = build_reward_scores(CONFIG, benchmark_partitions)
+benchmark_report = build_benchmark_report(CONFIG, benchmark_partitions)
+CHECKS = {check.check_key.name for check in benchmark_checks}
+
+
+class StandInGeneration(dg.Config):
+    """What the stand-in generations look like: answers, speed, and the defects a check must catch."""
+
+    answer: str = "12"
+    wall_s: float = 1.0
+    echo: bool = False
+    latency_ms: float = 10.0
+
+
+@dg.asset(partitions_def=benchmark_partitions, group_name="benchmark")
+def generations(context: dg.AssetExecutionContext, config: StandInGeneration) -> pa.Table:
+    batch_size = int(context.partition_key.keys_by_dimension["batch_size"])
+    records = [{
+        "sample_id": sample_id, "dataset": dataset, "prompt": PROMPT,
+        "response": f"system\nuser\n{PROMPT}\nassistant\n" if config.echo else json.dumps({"answer": config.answer}),
+        "raw_response": "", "reference": reference, "evidence_entities": reference, "claimed_entities": [],
+        "latency_ms": config.latency_ms, "batch_latency_ms": 30.0, "generated_tokens": 5,
+        "prompt_text_tokens": 20, "vision_tokens": 4, "batch_index": 0, "batch_size": batch_size,
+    } for dataset, sample_id, reference in SAMPLES]
+    stats = PartitionStats(model_source="stand-in", device="cpu", batch_size=batch_size, samples=len(records),
+                           wall_s=config.wall_s, model_load_s=0.1, telemetry=None, generation={"seed": 0})
+    return with_partition_stats(pa.Table.from_pylist(records, schema=GENERATION_SCHEMA), stats)
+
+
+@dg.asset(group_name="datasets")
+def docvqa_rows() -> pa.Table:
+    return pa.table({"sample_id": ["doc-1", "doc-2"], "answers": [["12"], ["May 4"]], "image_sha256": ["a", "b"]})
+
+
+@dg.asset(group_name="datasets")
+def chartqa_rows() -> pa.Table:
+    return pa.table({"sample_id": ["chart-1"], "answers": [["40"]], "image_sha256": ["c"]})
+
+
+@pytest.fixture
+def bench(tmp_path: Path):
+    """Runs the ``benchmark`` job for (run id, batch size, stand-in settings) on tmp resources."""
+    database = tmp_path / "reports" / "aerorl.duckdb"
+    database.parent.mkdir()
+    defs = dg.Definitions(
+        assets=[docvqa_rows, chartqa_rows, generations, reward_scores, benchmark_report],
+        asset_checks=benchmark_checks,
+        jobs=[benchmark_job,
+              dg.define_asset_job("report_checks", dg.AssetSelection.checks_for_assets("benchmark_report"))],
+        resources={"duckdb": DuckDBResource(database=str(database)),
+                   "io_manager": ParquetTableIOManager(base_dir=str(tmp_path / "cache"))},
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    dg.materialize([docvqa_rows, chartqa_rows], instance=instance, resources=defs.resources)
+
+    def run(run_id: str, batch_size: int, **stand_in) -> dg.ExecuteInProcessResult:
+        key = dg.MultiPartitionKey({"model": MODEL, "batch_size": str(batch_size)})
+        return defs.resolve_job_def("benchmark").execute_in_process(
+            partition_key=key, instance=instance, tags={BENCHMARK_RUN_TAG: run_id}, raise_on_error=False,
+            run_config={"ops": {"generations": {"config": stand_in}}})
+
+    def run_report_checks(batch_size: int) -> dg.ExecuteInProcessResult:
+        """Only the report's checks, untagged: what "Execute checks" in the UI launches."""
+        key = dg.MultiPartitionKey({"model": MODEL, "batch_size": str(batch_size)})
+        # A checks-only job has no assets to infer partitions from, so the partition goes in as run tags.
+        return defs.resolve_job_def("report_checks").execute_in_process(
+            instance=instance, tags={"dagster/partition": str(key)})
+
+    run.database = database
+    run.report_checks = run_report_checks
+    yield run
+    instance.dispose()
+
+
+def evaluations(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
+
+
+def failed(result: dg.ExecuteInProcessResult) -> dict[str, str]:
+    """Failed checks of a run, by name, with their severity."""
+    return {name: e.severity.value for name, e in evaluations(result).items() if not e.passed}
+
+
+def test_a_clean_partition_runs_every_check_in_its_own_run_and_all_pass(bench):
+    result = bench("run-1", 8)
+    assert result.success
+    found = evaluations(result)
+    assert set(found) == CHECKS
+    assert {e.partition for e in found.values()} == {f"8|{MODEL}"}
+    assert not failed(result)
+    invariance = found["benchmark_report_is_batch_size_invariant"]
+    assert invariance.description.startswith("skipped: run 'run-1' has no batch size 1 answers")
+    assert found["benchmark_report_has_not_regressed"].description.startswith("first run")
+
+
+def test_the_report_writes_views_figures_and_the_dated_artifact(bench):
+    bench("run-1", 1)
+    result = bench("run-1", 8)
+    (materialization,) = [m for m in result.asset_materializations_for_node("benchmark_report")]
+    metadata = materialization.metadata
+    for figure in ("throughput_vs_batch_size", "reward_distribution", "latency_distribution"):
+        text = metadata[figure].value
+        assert text.startswith("![") and "](data:image/png;base64," in text
+        png = base64.b64decode(text.split("base64,", 1)[1].rstrip(")"))
+        assert png.startswith(b"\x89PNG")
+    artifact = Path(metadata["artifact"].value)
+    assert artifact.parent.parent == bench.database.parent  # next to the report database by default
+    assert artifact.name == f"run-1__{MODEL}__bs8.json"
+    payload = json.loads(artifact.read_text())
+    assert (payload["run_id"], payload["batch_size"], payload["summary"]["samples"]) == ("run-1", 8, 3)
+    with duckdb.connect(str(bench.database), read_only=True) as conn:
+        views = {name for (name,) in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        assert views == set(VIEWS)
+        assert conn.execute("SELECT batch_size, run_id FROM latest_benchmark_summary ORDER BY 1").fetchall() == [
+            (1, "run-1"), (8, "run-1")]
+
+
+def test_throughput_drop_warns_and_batch_size_drift_fails(bench):
+    assert bench("run-1", 1).success and bench("run-1", 8).success
+    slower = bench("run-2", 1, wall_s=2.0)  # half the samples/s of run-1
+    assert slower.success  # WARN checks never fail the run
+    assert failed(slower) == {"benchmark_report_has_not_regressed": "WARN"}
+    regression = evaluations(slower)["benchmark_report_has_not_regressed"]
+    assert regression.description == "samples_per_s fell 50.0% (3 -> 1.5)"
+    assert regression.metadata["previous_run_id"].value == "run-1"
+
+    within_margin = bench("run-3", 1, wall_s=2.1)  # 4.8 % slower than run-2: under the 10 % default
+    assert not failed(within_margin)
+
+    drifted = bench("run-3", 8, answer="13")  # batch 8 answers differ from run-3's batch 1, and are all wrong
+    assert failed(drifted) == {"benchmark_report_is_batch_size_invariant": "ERROR",
+                               "benchmark_report_has_not_regressed": "WARN"}
+    pass_rate = evaluations(drifted)["benchmark_report_has_not_regressed"]
+    assert pass_rate.description == "pass_rate fell 100.0% (0.3333 -> 0)"
+    drift = evaluations(drifted)["benchmark_report_is_batch_size_invariant"]
+    assert drift.description == "3 of 3 answers differ from batch size 1"
+    assert drift.metadata["mismatches"].value == 3
+
+
+def test_checks_launched_alone_read_the_run_of_the_latest_report(bench):
+    bench("run-1", 1)
+    bench("run-1", 8, answer="13")
+    alone = bench.report_checks(8)
+    assert set(evaluations(alone)) == {"benchmark_report_has_not_regressed", "benchmark_report_is_batch_size_invariant"}
+    drift = evaluations(alone)["benchmark_report_is_batch_size_invariant"]
+    assert (drift.metadata["run_id"].value, drift.metadata["compared"].value, drift.passed) == ("run-1", 3, False)
+
+
+def test_a_prompt_echo_blocks_scoring_and_the_report(bench):
+    result = bench("run-1", 4, echo=True)
+    assert not result.success
+    assert failed(result) == {"generations_are_not_prompt_echoes": "ERROR"}
+    echo = evaluations(result)["generations_are_not_prompt_echoes"]
+    assert echo.description == "3 responses echo the prompt"
+    assert result.asset_materializations_for_node("benchmark_report") == []
+    assert not bench.database.exists()  # nothing reached DuckDB
+
+
+def test_a_negative_latency_fails_its_check_and_the_report_rejects_those_rows(bench):
+    result = bench("run-1", 4, latency_ms=-1.0)
+    assert failed(result) == {"generations_latencies_are_valid": "ERROR"}
+    assert evaluations(result)["generations_latencies_are_valid"].metadata["failures"].value == 3
+    (report,) = result.asset_materializations_for_node("benchmark_report")
+    assert (report.metadata["rows_in"].value, report.metadata["rows_rejected"].value) == (3, 3)
+    with duckdb.connect(str(bench.database), read_only=True) as conn:
+        reasons = [r[0] for r in conn.execute("SELECT reason FROM rejected_rows WHERE run_id = 'run-1'").fetchall()]
+        kept = conn.execute("SELECT count(*) FROM generations WHERE run_id = 'run-1'").fetchone()[0]
+    assert len(reasons) == 3 and all("latency_ms is negative" in reason for reason in reasons)
+    assert kept == 0
