@@ -1,0 +1,147 @@
+"""``parquet``: a user's dataset in verl's multimodal Parquet format, one question per row.
+
+verl's preprocessing (``examples/data_preprocess/geo3k.py``) writes, per row::
+
+    data_source: str                       e.g. "hiyouga/geometry3k"
+    prompt: [{"role": str, "content": str}]  the chat messages; "<image>" marks each image
+    images: [image]                        a datasets Image: struct {bytes, path}
+    ability: str
+    reward_model: {"style": "rule", "ground_truth": str}
+    extra_info: {"split", "index", "answer", "question"}
+
+and verl's ``RLHFDataset._build_messages`` replaces the k-th ``<image>`` marker, across the
+messages in order, with the k-th image; the marker count must equal the image count. Here
+an image may also be a plain path string, or a struct with null ``bytes`` and a ``path``;
+a relative path is taken from the Parquet file's folder. ``ground_truth`` may be a string,
+a number or a list of aliases. ``data_source`` becomes the item's dataset (the environment's
+name when absent); ``extra_info.index`` its id (the row number when absent).
+
+Required columns: ``prompt``, ``images``, ``reward_model``; a file lacking one is refused,
+naming the column. With ``limit``, that many rows are drawn with ``seed``; every row drawn
+becomes an item or a rejection (prompt not a message list, markers that do not match the
+images, a missing or unreadable image, no ground truth, a repeated id), located as
+``<file>#row=<n>`` (0-based). The reward is exact match after normalisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from aerorl_ops.envs.base import SingleTurnEnv
+from aerorl_ops.envs.exact_match import ExactMatchGrader
+from aerorl_ops.envs.items import (
+    ImageFileProblem,
+    ItemCandidate,
+    checked_item,
+    collect,
+    read_image_file,
+    rejection,
+    sample_indices,
+)
+from aerorl_ops.envs.messages import MarkerMismatch, messages_with_images, strip_markers
+from aerorl_ops.envs.types import TaskData, TaskItem
+from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.table_files import MissingColumnError, TableFile
+
+REQUIRED_COLUMNS = ("prompt", "images", "reward_model")
+OPTIONAL_COLUMNS = ("data_source", "extra_info")
+
+
+def image_bytes(value: Any, folder: Path) -> bytes:
+    """The encoded bytes of one ``images`` entry, or :class:`ImageFileProblem` saying why not."""
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return value["bytes"]
+        value = value.get("path")
+    if isinstance(value, str) and value.strip():
+        return read_image_file(folder / value)
+    raise ImageFileProblem("missing image bytes (neither bytes nor a path)")
+
+
+def ground_truth_aliases(reward_model: Any) -> list[Any]:
+    """``reward_model.ground_truth`` as a list of alias strings (empty when absent).
+
+    >>> ground_truth_aliases({"ground_truth": 20}), ground_truth_aliases({"ground_truth": ["a", "b"]})
+    (['20'], ['a', 'b'])
+    """
+    truth = reward_model.get("ground_truth") if isinstance(reward_model, dict) else None
+    aliases = truth if isinstance(truth, list) else [truth]
+    return [alias if isinstance(alias, str) or alias is None else str(alias) for alias in aliases]
+
+
+def question_text(prompt: list[dict]) -> str:
+    """The user turns' text without image markers: what the question reads as without its images."""
+    return " ".join(strip_markers(message["content"]) for message in prompt
+                    if message.get("role") == "user" and isinstance(message.get("content"), str)).strip()
+
+
+def _item(record: dict[str, Any], base: ItemCandidate, folder: Path, type_column: str | None) -> TaskItem | RejectedRow:
+    prompt, images = record["prompt"], record["images"] or []
+    if not isinstance(prompt, list):
+        return rejection(base, f"prompt is a {type(prompt).__name__}, expected a list of chat messages")
+    try:
+        messages = messages_with_images(prompt, len(images))
+        encoded = [image_bytes(image, folder) for image in images]
+    except (MarkerMismatch, ImageFileProblem) as problem:
+        return rejection(base, str(problem))
+    kind = record.get(type_column) if type_column else None
+    answers = ground_truth_aliases(record["reward_model"])
+    return checked_item(replace(base, question=question_text(prompt), answers=answers, images=encoded,
+                                messages=messages, question_type=None if kind is None else str(kind)))
+
+
+def _records(table_file: TableFile, columns: list[str], wanted: set[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(row, record)`` for the wanted rows only; other rows are never converted to Python."""
+    start = 0
+    for batch in table_file.batches(columns):
+        rows = [row for row in range(start, start + batch.num_rows) if row in wanted]
+        taken = batch.take(pa.array([row - start for row in rows], type=pa.int64()))
+        yield from zip(rows, taken.to_pylist(), strict=True)
+        start += batch.num_rows
+
+
+def _row_count(table_file: TableFile) -> int:
+    return sum(batch.num_rows for batch in table_file.batches(REQUIRED_COLUMNS[:1]))
+
+
+def load_parquet(path: str | Path, split: str = "train", limit: int | None = None, seed: int = 0,
+                 name: str | None = None, type_column: str | None = None) -> TaskData:
+    """Items of one verl-format Parquet (or Arrow) file (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"parquet: dataset file {path} does not exist; pass path=<the .parquet file>")
+    table_file = TableFile(path)
+    present = table_file.schema.names
+    typed = [type_column] if type_column else []
+    for column in (*REQUIRED_COLUMNS, *typed):
+        if column not in present:
+            raise MissingColumnError(path, column, present, "Pass a file in verl's multimodal layout "
+                                     "(prompt, images, reward_model.ground_truth)")
+    columns = list(dict.fromkeys([*REQUIRED_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in present), *typed]))
+    dataset = name or path.stem
+    wanted = set(sample_indices(_row_count(table_file), limit, seed))
+    outcomes: list[TaskItem | RejectedRow] = []
+    locators: list[str] = []
+    for row, record in _records(table_file, columns, wanted):
+        extra = record.get("extra_info") if isinstance(record.get("extra_info"), dict) else {}
+        index = row if extra.get("index") is None else extra["index"]
+        source = record.get("data_source")
+        locator = f"{path}#row={row}"
+        base = ItemCandidate(item_id=f"{dataset}-{index}", dataset=source if isinstance(source, str) and source
+                             else dataset, split=split, source=str(path), locator=locator, question=None,
+                             answers=None, images=[], messages=[])
+        outcomes.append(_item(record, base, path.parent, type_column))
+        locators.append(locator)
+    return collect(outcomes, locators)
+
+
+def parquet_env(path: str, split: str = "train", limit: int | None = None, seed: int = 0, name: str | None = None,
+                type_column: str | None = None) -> SingleTurnEnv:
+    """The ``parquet`` environment; its name is ``name``, else the file's stem."""
+    data = load_parquet(path, split, limit, seed, name, type_column)
+    return SingleTurnEnv(name or Path(path).stem, data, ExactMatchGrader())

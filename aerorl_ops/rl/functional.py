@@ -1,0 +1,397 @@
+"""The RL core as plain tensor functions: advantages, KL estimators, loss aggregation, PPO losses.
+
+Shapes: every per-token tensor is ``[B, T]`` over the response tokens of B sequences.
+``response_mask`` is 1.0 at a real response token and 0.0 elsewhere (padding, observation
+spans); a bool mask works too. This is the project's convention, "True = counted".
+
+The advantage estimators run without gradient: advantages and returns are targets.
+
+Where issue #12 gives no formula, the definitions are verl's (``verl/trainer/ppo/core_algos.py``,
+``verl/utils/torch_functional.py``). Deliberate differences, each also noted where it applies:
+
+* REINFORCE++ carries the running return through a masked position and gives it return 0 (the
+  issue's rule); verl resets the running return there. With right-padded masks the two agree.
+* Averages over nothing (an all-masked batch) are 0, not NaN, as in :func:`masked_mean`; and
+  ``"seq-mean-token-mean"`` divides by the exact token count (verl adds 1e-8).
+* ``"seq-mean-token-sum-norm"`` is the seq-mean of token sums over T (the issue's definition, as
+  in TRL's ``dr_grpo``); verl divides the *sum* over sequences by T.
+* ``"token-sum"`` is not a verl mode; it is the plain masked sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import NamedTuple
+
+import torch
+
+from aerorl_ops.losses import masked_mean
+
+LOG_RATIO_CLAMP = 20.0  # |new - old| and |ref - new| are clamped to this before exp, as in verl
+K3_VALUE_CLAMP = 10.0  # k3 per-token values are clamped to [-10, 10], as in verl
+WHITEN_EPS = 1e-8  # added to the variance in masked_whiten, as in verl
+
+
+class Advantages(NamedTuple):
+    advantages: torch.Tensor  # [B, T]
+    returns: torch.Tensor  # [B, T]
+
+
+class PolicyLoss(NamedTuple):
+    loss: torch.Tensor  # [] differentiable
+    clipfrac: torch.Tensor  # [] detached, fraction of counted tokens where the ratio clip binds
+    approx_kl: torch.Tensor  # [] detached, masked mean of old - new log-prob
+    dual_clipfrac: torch.Tensor  # [] detached, fraction of counted tokens where the dual clip binds
+
+
+class ValueLoss(NamedTuple):
+    loss: torch.Tensor  # [] differentiable
+    clipfrac: torch.Tensor  # [] detached, fraction of counted tokens where the clipped term is larger
+
+
+def _check_tokens(**tensors: torch.Tensor) -> None:
+    """Raise a ValueError naming the argument unless all tensors share the first one's [B, T] shape."""
+    (first_name, first), *rest = tensors.items()
+    if first.ndim != 2:
+        raise ValueError(f"{first_name} must have shape [B, T] (sequences x response tokens); got {tuple(first.shape)}")
+    for name, tensor in rest:
+        if tensor.shape != first.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(tensor.shape)} but {first_name} has shape {tuple(first.shape)}; "
+                "both must be [B, T] over the same response tokens"
+            )
+
+
+def _check_fraction(name: str, value: float) -> None:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must lie in (0, 1); got {value}")
+
+
+def _check_unit_interval(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1]; got {value}")
+
+
+def _group_moments(scores: torch.Tensor, group_ids: Sequence[Hashable]) -> tuple[torch.Tensor, ...]:
+    """Each row's group size, group mean and unbiased group std (0 for a group of one). scores: [B] -> 3 x [B]."""
+    ids = group_ids.tolist() if isinstance(group_ids, torch.Tensor) else list(group_ids)
+    if len(ids) != scores.shape[0]:
+        raise ValueError(f"group_ids has {len(ids)} ids but token_rewards has {scores.shape[0]} rows; give one per row")
+    slots: dict[Hashable, int] = {}
+    try:
+        rows = [slots.setdefault(group_id, len(slots)) for group_id in ids]
+    except TypeError as err:
+        raise ValueError(f"group_ids must be hashable (e.g. prompt ids or strings): {err}") from err
+    slot = torch.tensor(rows, dtype=torch.long, device=scores.device)  # [B]
+    count = torch.bincount(slot, minlength=len(slots)).to(scores.dtype)  # [G]
+    mean = (scores.new_zeros(len(slots)).index_add_(0, slot, scores) / count)[slot]  # [B]
+    square_sum = scores.new_zeros(len(slots)).index_add_(0, slot, (scores - mean) ** 2)  # [G]
+    std = (square_sum / (count - 1).clamp(min=1)).sqrt()[slot]  # [B], divides by n - 1 (unbiased)
+    return count[slot], mean, std
+
+
+@torch.no_grad()
+def grpo_advantages(
+    token_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    group_ids: Sequence[Hashable],
+    eps: float = 1e-6,
+    scale_by_std: bool = True,
+) -> Advantages:
+    """GRPO outcome advantages (Shao et al., 2024); ``scale_by_std=False`` is Dr.GRPO (Liu et al., 2025).
+
+    Per row i with score ``s_i = sum_t token_rewards[i, t]`` in group g (the rows sharing
+    ``group_ids[i]``), ``A_i = (s_i - mean_g) / (std_g + eps)``, or ``A_i = s_i - mean_g`` without
+    std scaling; ``std_g`` is the unbiased (n - 1) standard deviation. A group of one has mean 0
+    and std 1. Then ``advantages[i, t] = returns[i, t] = A_i * response_mask[i, t]``.
+
+    token_rewards, response_mask: [B, T]; group_ids: B hashable ids (a list, an array or a 1-D
+    tensor). Returns :class:`Advantages`, both [B, T].
+    """
+    _check_tokens(token_rewards=token_rewards, response_mask=response_mask)
+    mask = response_mask.to(token_rewards.dtype)  # [B, T]
+    scores = token_rewards.sum(dim=-1)  # [B]
+    size, mean, std = _group_moments(scores, group_ids)  # [B] each
+    alone = size == 1  # [B]
+    mean = mean.masked_fill(alone, 0.0)  # [B]
+    std = std.masked_fill(alone, 1.0)  # [B]
+    centred = scores - mean  # [B]
+    advantages = (centred / (std + eps) if scale_by_std else centred)[:, None] * mask  # [B, T]
+    return Advantages(advantages, advantages.clone())
+
+
+@torch.no_grad()
+def rloo_advantages(
+    token_rewards: torch.Tensor, response_mask: torch.Tensor, group_ids: Sequence[Hashable]
+) -> Advantages:
+    """REINFORCE leave-one-out advantages (Ahmadian et al., 2024).
+
+    Per row i with score ``s_i = sum_t token_rewards[i, t]`` in a group of n rows with mean ``m``:
+    ``A_i = s_i * n/(n-1) - m * n/(n-1)`` (= s_i minus the mean of the other n - 1 scores) when
+    n > 1; a group of one keeps ``A_i = s_i`` (as verl). ``advantages = returns = A_i * response_mask``.
+
+    token_rewards, response_mask: [B, T]; group_ids: B hashable ids. Returns :class:`Advantages`, [B, T].
+    """
+    _check_tokens(token_rewards=token_rewards, response_mask=response_mask)
+    mask = response_mask.to(token_rewards.dtype)  # [B, T]
+    scores = token_rewards.sum(dim=-1)  # [B]
+    size, mean, _ = _group_moments(scores, group_ids)  # [B] each
+    scale = size / (size - 1).clamp(min=1)  # [B] n / (n - 1)
+    advantages = torch.where(size > 1, scores * scale - mean * scale, scores)[:, None] * mask  # [B, T]
+    return Advantages(advantages, advantages.clone())
+
+
+@torch.no_grad()
+def reinforce_pp_advantages(token_rewards: torch.Tensor, response_mask: torch.Tensor, gamma: float) -> Advantages:
+    """REINFORCE++ advantages (Hu, 2025): discounted returns, whitened over the batch.
+
+    Backwards over t, with the running return G (0 after the last token):
+    ``G <- r_t + gamma * G`` where ``m_t = 1`` and G unchanged where ``m_t = 0``; the stored
+    return is ``returns[:, t] = G * m_t``. A masked position (an observation span) thus passes
+    later rewards through undiscounted, ignores its own reward and has return 0.
+    ``advantages = masked_whiten(returns, m) * m`` (unbiased variance, eps 1e-8).
+
+    verl resets G at every masked position; for right-padded masks the results are the same.
+    token_rewards, response_mask: [B, T]; gamma in [0, 1]. Returns :class:`Advantages`, [B, T].
+    """
+    _check_tokens(token_rewards=token_rewards, response_mask=response_mask)
+    _check_unit_interval("gamma", gamma)
+    mask = response_mask.to(token_rewards.dtype)  # [B, T]
+    returns = torch.zeros_like(token_rewards)  # [B, T]
+    running = token_rewards.new_zeros(token_rewards.shape[0])  # [B]
+    for t in reversed(range(token_rewards.shape[1])):
+        counted = mask[:, t] > 0  # [B]
+        running = torch.where(counted, token_rewards[:, t] + gamma * running, running)  # [B]
+        returns[:, t] = running * mask[:, t]  # [B]
+    advantages = masked_whiten(returns, mask) * mask  # [B, T]
+    return Advantages(advantages, returns)
+
+
+@torch.no_grad()
+def gae_advantages(
+    token_rewards: torch.Tensor, values: torch.Tensor, response_mask: torch.Tensor, gamma: float, lam: float
+) -> Advantages:
+    """Generalized advantage estimation (Schulman et al., 2016) with masked positions skipped.
+
+    Backwards over t, with ``V_next = 0`` and ``A_next = 0`` after the last token:
+    ``delta_t = r_t + gamma * V_next - V_t`` and ``A_t = delta_t + gamma * lam * A_next``.
+    Where ``m_t = 1``, ``V_next <- V_t`` and ``A_next <- A_t``; where ``m_t = 0`` both pass through
+    unchanged, and the position's raw advantage is the carried ``A_next``.
+    ``returns = A + values`` (raw advantages), then ``advantages = masked_whiten(A, m)``; as in
+    verl, masked positions are not zeroed afterwards.
+
+    token_rewards, values, response_mask: [B, T]; gamma, lam in [0, 1]. Returns :class:`Advantages`, [B, T].
+    """
+    _check_tokens(token_rewards=token_rewards, values=values, response_mask=response_mask)
+    _check_unit_interval("gamma", gamma)
+    _check_unit_interval("lam", lam)
+    mask = response_mask.to(token_rewards.dtype)  # [B, T]
+    raw = torch.zeros_like(token_rewards)  # [B, T]
+    next_value = token_rewards.new_zeros(token_rewards.shape[0])  # [B]
+    next_advantage = token_rewards.new_zeros(token_rewards.shape[0])  # [B]
+    for t in reversed(range(token_rewards.shape[1])):
+        counted = mask[:, t] > 0  # [B]
+        delta = token_rewards[:, t] + gamma * next_value - values[:, t]  # [B]
+        next_advantage = torch.where(counted, delta + gamma * lam * next_advantage, next_advantage)  # [B]
+        next_value = torch.where(counted, values[:, t], next_value)  # [B]
+        raw[:, t] = next_advantage  # [B]
+    returns = raw + values  # [B, T]
+    return Advantages(masked_whiten(raw, mask), returns)
+
+
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+    """Normalise ``values`` by the mean and unbiased variance of the positions ``mask`` counts.
+
+    With n = sum(mask), ``mu = sum(x * m) / n`` and ``var = sum((x - mu)^2 * m) / (n - 1)``:
+    ``(x - mu) / sqrt(var + 1e-8)``, plus ``mu`` again when ``shift_mean=False``. Every position is
+    transformed, counted or not. values, mask: same shape (e.g. [B, T]) -> that shape.
+    The mask must count at least two positions (n - 1 > 0), as in verl.
+    """
+    if mask.shape != values.shape:
+        raise ValueError(
+            f"mask has shape {tuple(mask.shape)} but values has shape {tuple(values.shape)}; they must match"
+        )
+    weights = mask.to(values.dtype)  # same shape as values
+    count = weights.sum()  # []
+    if count < 2:
+        raise ValueError(f"mask counts {count.item():g} positions; whitening with unbiased variance needs at least 2")
+    mean = masked_mean(values, weights)  # []
+    variance = masked_mean((values - mean) ** 2, weights) * count / (count - 1)  # [] unbiased
+    whitened = (values - mean) * torch.rsqrt(variance + WHITEN_EPS)  # same shape as values
+    return whitened if shift_mean else whitened + mean
+
+
+def _k1(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
+    return logprob - ref_logprob  # [B, T]
+
+
+def _abs(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
+    return (logprob - ref_logprob).abs()  # [B, T]
+
+
+def _k2(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (logprob - ref_logprob).square()  # [B, T]
+
+
+def _k3(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
+    d = torch.clamp(ref_logprob - logprob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [B, T]
+    return torch.clamp(torch.exp(d) - d - 1.0, -K3_VALUE_CLAMP, K3_VALUE_CLAMP)  # [B, T]
+
+
+KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "k1": _k1,
+    "kl": _k1,
+    "abs": _abs,
+    "k2": _k2,
+    "mse": _k2,
+    "k3": _k3,
+    "low_var_kl": _k3,
+}
+
+
+def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) (Schulman, "Approximating KL divergence", 2020).
+
+    With ``delta = logprob - ref_logprob``:
+
+    * ``"k1"`` / ``"kl"``: ``delta``;
+    * ``"abs"``: ``|delta|``;
+    * ``"k2"`` / ``"mse"``: ``0.5 * delta^2``;
+    * ``"k3"`` / ``"low_var_kl"``: with ``d = clamp(-delta, -20, 20)``, ``clamp(exp(d) - d - 1, -10, 10)``;
+    * a ``"+"`` suffix (``"k1+"``, ``"k3+"``, ...) keeps that kind's value but takes k2's gradient
+      (straight-through: ``k2 - k2.detach() + value.detach()``). verl documents these kinds; its
+      current code rejects them, as ``kl_penalty_forward`` never strips the suffix.
+
+    logprob, ref_logprob: [B, T] -> [B, T]. An unknown ``kind`` is a ValueError.
+    """
+    base = kind[:-1] if isinstance(kind, str) and kind.endswith("+") else kind
+    if base not in KL_ESTIMATORS:
+        raise ValueError(f"kind {kind!r} is not a KL kind; choose one of {sorted(KL_ESTIMATORS)}, optionally + '+'")
+    _check_tokens(logprob=logprob, ref_logprob=ref_logprob)
+    value = KL_ESTIMATORS[base](logprob, ref_logprob)  # [B, T]
+    if base == kind:
+        return value
+    k2 = _k2(logprob, ref_logprob)  # [B, T]
+    return k2 - k2.detach() + value.detach()  # [B, T] value of `kind`, gradient of k2
+
+
+def _sequence_token_sums(loss_mat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (loss_mat * mask).sum(dim=-1)  # [B]
+
+
+def _nonempty(mask: torch.Tensor) -> torch.Tensor:
+    return mask.sum(dim=-1) > 0  # [B] sequences with at least one counted token
+
+
+AGGREGATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token-mean": lambda loss, mask: masked_mean(loss, mask),
+    "token-sum": lambda loss, mask: (loss * mask).sum(),
+    "seq-mean-token-sum": lambda loss, mask: masked_mean(_sequence_token_sums(loss, mask), _nonempty(mask)),
+    "seq-mean-token-mean": lambda loss, mask: masked_mean(masked_mean(loss, mask, dim=-1), _nonempty(mask)),
+    "seq-mean-token-sum-norm": lambda loss, mask: (
+        masked_mean(_sequence_token_sums(loss, mask), _nonempty(mask)) / mask.shape[-1]
+    ),
+}
+
+
+def _check_agg_mode(name: str, mode: str) -> None:
+    if mode not in AGGREGATORS:
+        raise ValueError(f"{name} {mode!r} is not an aggregation mode; choose one of {list(AGGREGATORS)}")
+
+
+def aggregate_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """Reduce a per-token loss to a scalar over the tokens ``loss_mask`` counts.
+
+    With ``L = loss_mat * loss_mask``, ``n_i`` the counted tokens of row i and S the rows with n_i > 0:
+
+    * ``"token-mean"``: ``sum(L) / sum(n_i)``;
+    * ``"token-sum"``: ``sum(L)``;
+    * ``"seq-mean-token-sum"``: ``mean over i in S of sum_t L[i, t]``;
+    * ``"seq-mean-token-mean"``: ``mean over i in S of sum_t L[i, t] / n_i``;
+    * ``"seq-mean-token-sum-norm"``: ``"seq-mean-token-sum"`` divided by T (Dr.GRPO's constant normaliser).
+
+    A mean over nothing is 0. Values at uncounted positions never reach the result, even NaN.
+    loss_mat, loss_mask: [B, T] -> [].
+    """
+    _check_agg_mode("mode", mode)
+    _check_tokens(loss_mat=loss_mat, loss_mask=loss_mask)
+    mask = loss_mask.to(loss_mat.dtype)  # [B, T]
+    loss_mat = torch.where(mask > 0, loss_mat, 0.0)  # [B, T] uncounted positions cannot leak NaN or inf
+    return AGGREGATORS[mode](loss_mat, mask)  # []
+
+
+def policy_loss(
+    old_logprob: torch.Tensor,
+    logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip_c: float = 3.0,
+    agg_mode: str = "token-mean",
+) -> PolicyLoss:
+    """PPO's clipped surrogate (Schulman et al., 2017) with an asymmetric range and dual clip (Ye et al., 2020).
+
+    Per token, with ``ratio = exp(clamp(logprob - old_logprob, -20, 20))``:
+    ``l1 = -A * ratio``, ``l2 = -A * clamp(ratio, 1 - clip_low, 1 + clip_high)``, ``l = max(l1, l2)``;
+    where ``A < 0`` the loss is ``min(l, -A * dual_clip_c)``. The loss is ``aggregate_loss(., agg_mode)``.
+    Statistics (detached, masked means): ``clipfrac`` of ``l2 > l1``; ``approx_kl`` of
+    ``old_logprob - logprob`` (clamped like the ratio, as in verl); ``dual_clipfrac`` of
+    ``A < 0 and l > -A * dual_clip_c``.
+
+    old_logprob, logprob, advantages, response_mask: [B, T]. clip_low, clip_high in (0, 1);
+    dual_clip_c > 1. Returns :class:`PolicyLoss` (loss, clipfrac, approx_kl, dual_clipfrac), each [].
+    """
+    _check_tokens(logprob=logprob, old_logprob=old_logprob, advantages=advantages, response_mask=response_mask)
+    _check_fraction("clip_low", clip_low)
+    _check_fraction("clip_high", clip_high)
+    if not dual_clip_c > 1.0:
+        raise ValueError(f"dual_clip_c must be greater than 1; got {dual_clip_c}")
+    _check_agg_mode("agg_mode", agg_mode)
+    mask = response_mask.to(logprob.dtype)  # [B, T]
+    log_ratio = torch.clamp(logprob - old_logprob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [B, T]
+    ratio = torch.exp(log_ratio)  # [B, T]
+    unclipped = -advantages * ratio  # [B, T]
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)  # [B, T]
+    clip_loss = torch.maximum(unclipped, clipped)  # [B, T]
+    dual_bound = -advantages * dual_clip_c  # [B, T]
+    negative = advantages < 0  # [B, T]
+    losses = torch.where(negative, torch.minimum(clip_loss, dual_bound), clip_loss)  # [B, T]
+    loss = aggregate_loss(losses, mask, agg_mode)  # []
+    with torch.no_grad():
+        return PolicyLoss(
+            loss=loss,
+            clipfrac=masked_mean((clipped > unclipped).to(mask.dtype), mask),  # []
+            approx_kl=masked_mean(-log_ratio, mask),  # []
+            dual_clipfrac=masked_mean((negative & (clip_loss > dual_bound)).to(mask.dtype), mask),  # []
+        )
+
+
+def value_loss(
+    values_pred: torch.Tensor,
+    returns: torch.Tensor,
+    old_values: torch.Tensor,
+    response_mask: torch.Tensor,
+    clip: float = 0.5,
+    agg_mode: str = "token-mean",
+) -> ValueLoss:
+    """PPO's clipped value loss.
+
+    Per token, with ``v_clip = clamp(v, old - clip, old + clip)``: ``l1 = (v - R)^2``,
+    ``l2 = (v_clip - R)^2``; ``loss = 0.5 * aggregate_loss(max(l1, l2), agg_mode)``.
+    ``clipfrac`` (detached) is the masked mean of ``l2 > l1``.
+
+    values_pred, returns, old_values, response_mask: [B, T]; clip > 0 (in value units).
+    Returns :class:`ValueLoss` (loss, clipfrac), each [].
+    """
+    _check_tokens(values_pred=values_pred, returns=returns, old_values=old_values, response_mask=response_mask)
+    if not clip > 0.0:
+        raise ValueError(f"clip must be positive; got {clip}")
+    _check_agg_mode("agg_mode", agg_mode)
+    mask = response_mask.to(values_pred.dtype)  # [B, T]
+    clipped_pred = torch.clamp(values_pred, old_values - clip, old_values + clip)  # [B, T]
+    unclipped_loss = (values_pred - returns) ** 2  # [B, T]
+    clipped_loss = (clipped_pred - returns) ** 2  # [B, T]
+    loss = 0.5 * aggregate_loss(torch.maximum(unclipped_loss, clipped_loss), mask, agg_mode)  # []
+    with torch.no_grad():
+        return ValueLoss(loss=loss, clipfrac=masked_mean((clipped_loss > unclipped_loss).to(mask.dtype), mask))
