@@ -13,6 +13,7 @@ from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
 from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, trim_after_eos
 from aerorl_ops.generation.prompts import user_prompt
 from aerorl_ops.generation.records import claimed_entities
+from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rewards.context import RewardContext
 from aerorl_ops.rl.config import AeroRLConfig
@@ -39,17 +40,22 @@ def repeat_rows(rows: Sequence[Row], group_size: int) -> list[Row]:
 
 def sample_completions(loaded: LoadedVLM, rows: Sequence[Row],
                        config: AeroRLConfig) -> tuple[SequenceBatch, list[str], float]:
-    """One sampled completion per row (top_k=0, top_p=1 unless configured), as a SequenceBatch."""
+    """One sampled completion per row (top_k=0, top_p=1 unless configured), as a SequenceBatch.
+
+    Special tokens other than EOS are never sampled (see ``aerorl_ops.generation.suppression``).
+    """
     model = loaded.model
     inputs = encode_prompts(loaded, rows)
     eos = eos_token_ids(loaded)
+    suppress = suppressed_token_ids(loaded.tokenizer, eos, model.get_output_embeddings().weight.shape[0])
     was_training = model.training
     model.eval()
     started = time.perf_counter()
     with torch.no_grad():
         output = model.generate(**inputs, do_sample=True, temperature=config.temperature, top_k=config.top_k,
                                 top_p=config.top_p, max_new_tokens=config.max_new_tokens,
-                                pad_token_id=loaded.tokenizer.pad_token_id, eos_token_id=eos)
+                                pad_token_id=loaded.tokenizer.pad_token_id, eos_token_id=eos,
+                                suppress_tokens=suppress)
     elapsed = time.perf_counter() - started
     model.train(was_training)
     prompt_length = inputs["input_ids"].shape[1]
