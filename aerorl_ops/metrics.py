@@ -23,7 +23,7 @@ ANLS_CORRECT = 0.5
 RELAXED_ACCURACY_CORRECT = 1.0  # ChartQA relaxed accuracy is 0 or 1
 
 # The benchmark_summary metrics compared from run to run (the trends view and the regression check).
-TREND_METRICS = ("samples_per_s", "pass_rate", "latency_p95_ms", "average_reward")
+TREND_METRICS = ("samples_per_s", "pass_rate", "accuracy", "latency_p95_ms", "average_reward")
 
 
 def _anls_text(text: str) -> str:

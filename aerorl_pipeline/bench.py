@@ -45,14 +45,19 @@ def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_
     return BenchPlan(run_id or f"bench-{stamp}-{uuid.uuid4().hex[:6]}", keys)
 
 
+def benchmarked_rows_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:
+    """The rows assets ``generations`` reads: one per dataset the benchmark runs on."""
+    return [defs.get_assets_def(key) for key in sorted(defs.get_assets_def("generations").dependency_keys)]
+
+
 def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance, refresh_rows: bool = True,
               show_progress: bool = True, ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
-    """The rows, then each planned partition of the ``benchmark`` job of ``defs`` (built from the config
-    file); ``ops_config`` is the partitions' run config per op (from the command-line flags)."""
+    """The benchmarked datasets' rows, then each planned partition of the ``benchmark`` job of ``defs`` (built
+    from the config file); ``ops_config`` is the partitions' run config per op (from the command-line flags)."""
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
     results = []
     if refresh_rows:
-        rows = [defs.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows")]
+        rows = benchmarked_rows_assets(defs)
         results.append(dg.materialize(rows, instance=instance, tags=tags, resources=defs.resources,
                                       run_config=QUIET_LOGS, raise_on_error=False))
     job = defs.resolve_job_def("benchmark")
@@ -69,11 +74,12 @@ def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstanc
 def summary_table(database: str, run_id: str) -> str:
     with duckdb.connect(database, read_only=True) as conn:
         frame = conn.execute(
-            "SELECT model_key, batch_size, samples, round(samples_per_s, 2) AS samples_per_s, "
+            "SELECT model_key, batch_size, dataset, samples, round(accuracy, 3) AS accuracy, "
+            "round(samples_per_s, 2) AS samples_per_s, "
             "round(generated_tokens_per_s, 1) AS tokens_per_s, round(latency_p50_ms, 1) AS p50_ms, "
             "round(latency_p95_ms, 1) AS p95_ms, round(pass_rate, 3) AS pass_rate, "
             "round(peak_memory_mb, 1) AS peak_mem_mb FROM benchmark_summary WHERE run_id = ? "
-            "ORDER BY model_key, batch_size",
+            "ORDER BY model_key, batch_size, dataset",
             [run_id],
         ).df()
     return frame.to_string(index=False)

@@ -7,7 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError, load_benchmark_config
+from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
+from aerorl_ops.config.presets import PRESETS, preset_overrides
+from aerorl_ops.envs.configured import load_config
 from aerorl_pipeline.settings_flags import add_setting_flags, config_path_from, flag_values
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 
@@ -44,6 +46,10 @@ def _train(args: argparse.Namespace) -> int:
     from aerorl_pipeline.definitions import build_definitions
 
     settings = flag_values(args, args.training_flags)
+    if args.preset:  # the preset replaces the file's values; a flag given with another value wins
+        file_values = {name: args.train_parser.get_default(name) for name in args.training_flags}
+        settings.update({name: value for name, value in preset_overrides(args.preset).items()
+                         if settings[name] == file_values[name]})
     settings.update({name: getattr(args, name) for name in ("run_name", "resume") if getattr(args, name) is not None})
     settings["progress_bar"] = True
     run_config = {"ops": {"rl_run": {"config": settings}}, **QUIET_LOGS}
@@ -52,8 +58,11 @@ def _train(args: argparse.Namespace) -> int:
     for event in result.get_asset_materialization_events():
         metadata = event.materialization.metadata
         print(metadata["evaluations"].value)
-        print(f"\nrun {metadata['run_id'].value}: warm-up reward {metadata['warmup_reward'].value}, "
-              f"final reward {metadata['final_reward'].value}; checkpoint {metadata['final_checkpoint'].value}")
+        swap = metadata["swap_changed"].value if "swap_changed" in metadata else None
+        print(f"\nrun {metadata['run_id'].value}: warm-up accuracy {metadata['warmup_accuracy'].value}, "
+              f"final accuracy {metadata['final_accuracy'].value}; image-swap check: "
+              f"{'skipped' if swap is None else f'{swap:.1%} of answers changed'}; "
+              f"checkpoint {metadata['final_checkpoint'].value}")
     return 0 if result.success else 1
 
 
@@ -99,10 +108,12 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     train = commands.add_parser("train", help="run the training job (warm-up + RL vs a quantized reference)")
     _add_config_flag(train)
     training_flags = add_setting_flags(train.add_argument_group("training"), defaults.training)
+    train.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                       help="a named set of training settings (flags override it): aerorl_ops/config/presets.py")
     train.add_argument("--run-name", help="run id (default: derived from the settings; the same settings resume)")
     train.add_argument("--no-resume", dest="resume", action="store_false", default=None,
                        help="start over even when a checkpoint of this run exists")
-    train.set_defaults(handler=_train, training_flags=training_flags)
+    train.set_defaults(handler=_train, training_flags=training_flags, train_parser=train)
 
     commands.add_parser("replay", help="score a replay JSONL with the reward stack (see `aerorl replay -h`)",
                         add_help=False)
@@ -124,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["replay"]:
         return _replay(argv[1:])
     try:
-        settings = (load_benchmark_config(config_path_from(argv, BENCHMARK_CONFIG_PATH))
+        settings = (load_config(config_path_from(argv, BENCHMARK_CONFIG_PATH))
                     if argv[:1] and argv[0] in CONFIG_COMMANDS else None)
         args = build_parser(settings).parse_args(argv)
         if hasattr(args, "config"):

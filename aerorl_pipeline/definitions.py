@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from aerorl_ops.config.benchmark import load_benchmark_config
+from aerorl_ops.envs.configured import load_config
 from aerorl_pipeline.jobs import benchmark_job, training_job
 from aerorl_pipeline.schedules import build_nightly_schedule
 from assets.benchmark.checks import build_benchmark_checks
@@ -25,6 +25,7 @@ from assets.benchmark.scoring import build_reward_scores
 from assets.datasets.rows import build_rows_assets
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 from assets.resources import default_resources
+from assets.training.checks import rl_run_reward_hacking
 from assets.training.rl_run import build_rl_run
 
 
@@ -32,12 +33,12 @@ def build_definitions(config_path: str | Path = BENCHMARK_CONFIG_PATH,
                       resources: Mapping[str, object] | None = None) -> dg.Definitions:
     """Every definition, built from the config file at ``config_path``; ``resources`` replace the
     default ones (tests point them at a temporary folder)."""
-    bench = load_benchmark_config(Path(config_path))
+    bench = load_config(Path(config_path))
     partitions = build_benchmark_partitions(bench)
     return dg.Definitions(
         assets=[*build_rows_assets(bench), build_generations(bench, partitions), build_reward_scores(bench, partitions),
                 build_benchmark_report(bench, partitions), build_rl_run(bench)],
-        asset_checks=build_benchmark_checks(partitions),
+        asset_checks=[*build_benchmark_checks(partitions), rl_run_reward_hacking],
         jobs=[benchmark_job, training_job],
         schedules=[build_nightly_schedule(partitions)],
         resources=dict(resources) if resources is not None else default_resources(),

@@ -6,7 +6,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from aerorl_ops.config.benchmark import BenchmarkConfig, load_benchmark_config
+from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.envs.configured import load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK_CONFIG_PATH = PROJECT_ROOT / "config" / "benchmark.toml"
@@ -20,4 +21,4 @@ DUCKDB_PATH = REPORTS_DIR / "aerorl.duckdb"
 @cache
 def benchmark_config(path: Path = BENCHMARK_CONFIG_PATH) -> BenchmarkConfig:
     """The benchmark config at ``path`` (the shipped one by default), read once per process."""
-    return load_benchmark_config(path)
+    return load_config(path)

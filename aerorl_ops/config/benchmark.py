@@ -1,7 +1,8 @@
 """The benchmark config file (``config/benchmark.toml``): one home for every setting.
 
 The file maps onto frozen dataclasses: ``[benchmark]`` onto ``BenchmarkConfig`` itself,
-``[models.<key>]`` onto ``ModelEntry``, ``[generation]`` onto ``GenerationSettings``,
+``[models.<key>]`` onto ``ModelEntry``, ``[datasets.<name>]`` onto ``DatasetSettings``,
+``[generation]`` onto ``GenerationSettings``,
 ``[rewards]`` onto ``RewardSettings`` and ``[training]`` onto ``TrainingSettings``. A key left
 out keeps the dataclass default. Everything is validated before anything loads a model; every
 error names the file and the setting.
@@ -15,6 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from aerorl_ops.config.datasets import (
+    DEFAULT_DATASETS,
+    DatasetSettings,
+    benchmark_dataset_names,
+    parse_datasets,
+)
 from aerorl_ops.config.fields import (
     ConfigError,
     boolean,
@@ -30,7 +37,8 @@ from aerorl_ops.config.rewards import RewardSettings, parse_rewards
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.entry import EMBEDDED_PREFIX, ModelEntry
 
-__all__ = ["BenchmarkConfig", "ConfigError", "GenerationSettings", "RewardSettings", "TrainingSettings",
+__all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "GenerationSettings",
+           "RewardSettings", "TrainingSettings",
            "load_benchmark_config", "parse_benchmark_config", "parse_rewards"]
 
 EMBEDDED_MODELS = ("tiny-qwen2-vl",)
@@ -46,14 +54,18 @@ def batch_size_list(where: str, setting_name: str, value: object) -> tuple[int, 
 
 @dataclass(frozen=True)
 class BenchmarkConfig:
-    """The whole file. Its own fields are the ``[benchmark]`` table; ``seed`` also seeds generation."""
+    """The whole file. Its own fields are the ``[benchmark]`` table; ``seed`` also seeds generation.
+
+    ``datasets`` are the ``[datasets.<name>]`` tables; ``benchmark_datasets`` the names of those the
+    benchmark runs on (``[benchmark] datasets``; every configured one when left out).
+    """
 
     models: tuple[ModelEntry, ...]
     batch_sizes: tuple[int, ...] = setting(help="batch sizes each model is benchmarked at (required)",
                                            check=batch_size_list)
-    docvqa_rows: int = setting(48, help="DocVQA rows benchmarked", check=positive_int)
-    chartqa_rows: int = setting(48, help="ChartQA rows benchmarked", check=positive_int)
-    seed: int = setting(0, help="seed of the synthetic rows and of sampling", check=integer)
+    seed: int = setting(0, help="seed of generation sampling (rows use their [datasets.*] seed)", check=integer)
+    datasets: tuple[DatasetSettings, ...] = DEFAULT_DATASETS
+    benchmark_datasets: tuple[str, ...] = ()
     generation: GenerationSettings = GenerationSettings()
     rewards: RewardSettings = RewardSettings()
     training: TrainingSettings = TrainingSettings()
@@ -62,6 +74,14 @@ class BenchmarkConfig:
     def __post_init__(self) -> None:
         if self.generation.seed != self.seed:  # one seed: [benchmark] seed seeds sampling too
             object.__setattr__(self, "generation", replace(self.generation, seed=self.seed))
+        if not self.benchmark_datasets:
+            object.__setattr__(self, "benchmark_datasets", tuple(dataset.name for dataset in self.datasets))
+
+    @property
+    def benchmarked(self) -> tuple[DatasetSettings, ...]:
+        """The datasets the benchmark runs on, in ``benchmark_datasets`` order."""
+        by_name = {dataset.name: dataset for dataset in self.datasets}
+        return tuple(by_name[name] for name in self.benchmark_datasets)
 
     @property
     def model_keys(self) -> tuple[str, ...]:
@@ -76,7 +96,7 @@ class BenchmarkConfig:
 
 SECTIONS: Mapping[str, type] = {"benchmark": BenchmarkConfig, "generation": GenerationSettings,
                                 "rewards": RewardSettings, "training": TrainingSettings}
-TABLES = ("benchmark", "models", "generation", "rewards", "training")
+TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training")
 
 
 def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
@@ -115,6 +135,8 @@ def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:
             raise fail(path, section, "must be a table")
         own = {f.name for f in setting_fields(cls)}
         for key in table:
+            if section == "benchmark" and key == "datasets":  # the [datasets] names, not a setting field
+                continue
             homes = [other for other, other_cls in SECTIONS.items()
                      if key not in own and key in {f.name for f in setting_fields(other_cls)}]
             if homes:
@@ -125,14 +147,17 @@ def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:
 def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None = None) -> BenchmarkConfig:
     root = root or Path.cwd()
     _refuse_misplaced_keys(path, data)
-    bench = data.get("benchmark", {})
+    bench = dict(data.get("benchmark", {}))
     models_table = data.get("models")
     if not isinstance(models_table, dict) or not models_table:
         raise fail(path, "models", "must define at least one [models.<key>] table")
     if "batch_sizes" not in bench:
         raise fail(path, "benchmark.batch_sizes", "must be a non-empty list of positive integers")
+    datasets = parse_datasets(path, data.get("datasets"), root, SAFE_KEY)
+    benchmark_datasets = benchmark_dataset_names(path, bench.pop("datasets", []), datasets)
     return parse_section(
         BenchmarkConfig, path, "benchmark", bench,
+        datasets=datasets, benchmark_datasets=benchmark_datasets,
         models=tuple(parse_model(path, key, table, root) for key, table in models_table.items()),
         generation=parse_section(GenerationSettings, path, "generation", data.get("generation", {})),
         rewards=parse_rewards(path, data.get("rewards", {})),

@@ -17,7 +17,7 @@ from PIL import Image
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
-from aerorl_ops.generation.prompts import chat_messages, user_prompt
+from aerorl_ops.generation.prompts import chat_messages, row_prompt
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rows.row import Row
@@ -69,7 +69,8 @@ def decode_image(row: Row) -> Image.Image:
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[Row]):
     """Chat-templated prompts with their images, left-padded, on the model's device."""
     processor = loaded.processor
-    texts = [processor.apply_chat_template(chat_messages(r.question), add_generation_prompt=True, tokenize=False)
+    texts = [processor.apply_chat_template(chat_messages(r.question, r.prompt), add_generation_prompt=True,
+                                           tokenize=False)
              for r in rows]
     inputs = processor(text=texts, images=[decode_image(r) for r in rows], return_tensors="pt", padding=True)
     return inputs.to(loaded.device)
@@ -114,7 +115,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationS
         text_tokens = int(inputs["attention_mask"][i].sum()) - int(vision[i].sum())
         samples.append(GeneratedSample(
             sample_id=row.sample_id,
-            prompt=user_prompt(row.question),
+            prompt=row_prompt(row.question, row.prompt),
             response=loaded.tokenizer.decode(tokens, skip_special_tokens=True).strip(),
             raw_response=loaded.tokenizer.decode(tokens, skip_special_tokens=False),
             generated_tokens=len(tokens),

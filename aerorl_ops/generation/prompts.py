@@ -1,4 +1,5 @@
-"""The benchmark prompt: the question plus a strict-JSON answer contract."""
+"""The benchmark prompt: a row's own prompt (its dataset's instruction), else the question plus a
+strict-JSON answer contract."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ def user_prompt(question: str) -> str:
     return f"{question.strip()}\n{ANSWER_INSTRUCTION}"
 
 
-def chat_messages(question: str) -> list[dict]:
-    """One user turn holding the image placeholder and the prompt, in chat-template form."""
-    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": user_prompt(question)}]}]
+def row_prompt(question: str, prompt: str = "") -> str:
+    """The user text of a row: its own ``prompt`` when it has one, else :func:`user_prompt`.
+
+    >>> row_prompt("What shape?", "What shape?\nAnswer with one word."), row_prompt("Total?")[:7]
+    ('What shape?\nAnswer with one word.', 'Total?\n')
+    """
+    return prompt.strip() or user_prompt(question)
+
+
+def chat_messages(question: str, prompt: str = "") -> list[dict]:
+    """One user turn holding the image placeholder and the row's prompt, in chat-template form."""
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": row_prompt(question, prompt)}]}]

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 
@@ -69,8 +69,10 @@ def _json_safe(value: object) -> object:
 
 
 def benchmark_artifact(run_id: str, model_key: str, batch_size: int, summary: Mapping[str, object],
-                       reward_config: Mapping[str, object] | None = None) -> dict[str, object]:
-    """The artifact payload of one partition from its ``benchmark_summary`` row.
+                       reward_config: Mapping[str, object] | None = None,
+                       datasets: Sequence[Mapping[str, object]] = ()) -> dict[str, object]:
+    """The artifact payload of one partition from its summary over every row (``summary``) and its
+    ``benchmark_summary`` rows, one per dataset (``datasets``).
 
     ``reward_config`` is the reward settings the scores were computed with (weights, threshold).
     """
@@ -84,6 +86,9 @@ def benchmark_artifact(run_id: str, model_key: str, batch_size: int, summary: Ma
         "model_key": model_key,
         "batch_size": batch_size,
         "summary": dict(summary),
+        "datasets": {str(row["dataset"]): {name: row.get(name)
+                                           for name in ("samples", "accuracy", "pass_rate", "average_reward")}
+                     for row in datasets},
         "manual_baseline": {"method": "manual_contains_reference", "pass_rate": manual_rate},
         "aerorl_stack": {
             "pass_rate": summary.get("pass_rate"),

@@ -33,7 +33,7 @@ CHAT_TEMPLATE_MARKER = "<|im_start|>"
 LATENCY_COLUMNS = ("latency_ms", "batch_latency_ms")
 SCORE_COLUMNS = (*REWARD_COMPONENT_NAMES, "total_reward", "anls", "relaxed_accuracy")
 REQUIRED_SCORE_COLUMNS = ("total_reward",)
-REGRESSION_METRICS = ("pass_rate", "samples_per_s")
+REGRESSION_METRICS = ("pass_rate", "accuracy", "samples_per_s")
 REFERENCE_BATCH_SIZE = 1
 
 
@@ -135,12 +135,13 @@ class Regression(NamedTuple):
 
 
 class PreviousRun(NamedTuple):
-    """A partition's summary metrics, and the same model x batch's in the run before it."""
+    """A partition's summary metrics on one dataset, and the same model x batch x dataset's in the run before it."""
 
     run_id: str
     previous_run_id: str | None
     current: dict[str, float | None]
     previous: dict[str, float | None]
+    dataset: str = ""
 
 
 def regressions(current: Mapping[str, float | None], previous: Mapping[str, float | None],
@@ -162,24 +163,22 @@ def regressions(current: Mapping[str, float | None], previous: Mapping[str, floa
     return found
 
 
-def previous_run(conn: duckdb.DuckDBPyConnection, run_id: str, model_key: str, batch_size: int,
-                 metrics: Sequence[str] = REGRESSION_METRICS) -> PreviousRun | None:
-    """This partition's metrics and its predecessor's, from the ``benchmark_trends`` view
-    (None when the partition is not in ``benchmark_summary``)."""
+def previous_runs(conn: duckdb.DuckDBPyConnection, run_id: str, model_key: str, batch_size: int,
+                  metrics: Sequence[str] = REGRESSION_METRICS) -> list[PreviousRun]:
+    """This partition's metrics and their predecessors', one per dataset in dataset order, from the
+    ``benchmark_trends`` view (empty when the partition is not in ``benchmark_summary``)."""
     unknown = [m for m in metrics if m not in TREND_METRICS]
     if unknown:
         raise ValueError(f"benchmark_trends has no previous values of {unknown}; it tracks {TREND_METRICS}")
     columns = ", ".join(f"{m}, previous_{m}" for m in metrics)
-    row = conn.execute(
-        f"SELECT previous_run_id, {columns} FROM benchmark_trends "
-        "WHERE run_id = ? AND model_key = ? AND batch_size = ?",
+    rows = conn.execute(
+        f"SELECT dataset, previous_run_id, {columns} FROM benchmark_trends "
+        "WHERE run_id = ? AND model_key = ? AND batch_size = ? ORDER BY dataset",
         [run_id, model_key, batch_size],
-    ).fetchone()
-    if row is None:
-        return None
-    values = row[1:]
-    return PreviousRun(run_id, row[0], current=dict(zip(metrics, values[0::2], strict=True)),
-                       previous=dict(zip(metrics, values[1::2], strict=True)))
+    ).fetchall()
+    return [PreviousRun(run_id, row[1], current=dict(zip(metrics, row[2:][0::2], strict=True)),
+                        previous=dict(zip(metrics, row[2:][1::2], strict=True)), dataset=row[0])
+            for row in rows]
 
 
 class ResponseDrift(NamedTuple):

@@ -1,4 +1,12 @@
-"""One ``benchmark_summary`` row from a partition's generations, scores and stats."""
+"""``benchmark_summary`` rows from a partition's generations, scores and stats: one per dataset.
+
+Each dataset's row keeps the columns' meaning over that dataset's samples: its sample count,
+latency percentiles, pass rates, reward averages and ``accuracy`` (mean of ``correct``). Its
+``wall_s`` is its share of the partition's generation time: each batch's wall time split over
+the batch's rows, summed over the dataset's rows and scaled so the datasets' shares add up to
+the partition's ``wall_s``; ``samples_per_s`` and ``generated_tokens_per_s`` divide by it. Model
+load time and telemetry are the partition's, on every dataset's row.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +22,14 @@ from aerorl_ops.metrics import ANLS_CORRECT, RELAXED_ACCURACY_CORRECT, VERIFIER_
 
 @dataclass(frozen=True)
 class SummaryRow:
-    """One partition's ``benchmark_summary`` row, less its partition key (run, model, batch size).
+    """One dataset's ``benchmark_summary`` row in a partition, less the partition key (run, model, batch size).
 
     The fields are the table's columns, in order (``aerorl_ops.storage.schema.SUMMARY_FIELDS``).
     A rate or average is None when there is nothing to divide or average; a telemetry value is
     None when this machine did not measure it.
     """
 
+    dataset: str
     model_source: str
     device: str
     samples: int
@@ -42,6 +51,7 @@ class SummaryRow:
     anls_avg: float | None
     relaxed_accuracy_avg: float | None
     verifier_metric_agreement: float | None
+    accuracy: float | None
     peak_memory_mb: float | None
     gpu_seen: bool
     gpu_util_avg: float | None
@@ -73,13 +83,42 @@ def verifier_metric_agreement(scores: pd.DataFrame) -> float | None:
     return float((verifier_correct == metric_correct[graded].astype(bool)).mean())
 
 
-def summary_row(generations: pd.DataFrame, scores: pd.DataFrame, stats: PartitionStats) -> SummaryRow:
-    """Throughput, latency, pass rates, reward and metric averages and telemetry of one partition."""
+def wall_shares(generations: pd.DataFrame, wall_s: float) -> pd.Series:
+    """Each row's share of the partition's wall time: its batch's wall time over the batch's rows,
+    scaled so the shares add up to ``wall_s`` (rows of a batch whose time is unknown share nothing).
+
+    >>> frame = pd.DataFrame({"batch_index": [0, 0, 1], "batch_latency_ms": [200.0, 200.0, 100.0]})
+    >>> wall_shares(frame, 0.6).round(3).tolist()
+    [0.2, 0.2, 0.2]
+    """
+    per_batch = generations.groupby("batch_index")["batch_index"].transform("size")
+    raw = generations["batch_latency_ms"].astype(float).fillna(0.0).clip(lower=0.0) / per_batch
+    total = raw.sum()
+    return raw * (wall_s / total) if total > 0 else pd.Series(0.0, index=generations.index)
+
+
+def summary_rows(generations: pd.DataFrame, scores: pd.DataFrame, stats: PartitionStats) -> list[SummaryRow]:
+    """One row per dataset of the partition (in order of first appearance), see the module docstring."""
+    shares = wall_shares(generations, stats.wall_s) if len(generations) else pd.Series(dtype=float)
+    rows = []
+    for dataset in pd.unique(generations["dataset"]):
+        mine = generations["dataset"] == dataset
+        ids = generations.loc[mine, "sample_id"]
+        rows.append(summary_row(generations[mine], scores[scores["sample_id"].isin(ids)], stats, str(dataset),
+                                wall_s=float(shares[mine].sum())))
+    return rows
+
+
+def summary_row(generations: pd.DataFrame, scores: pd.DataFrame, stats: PartitionStats, dataset: str,
+                wall_s: float | None = None) -> SummaryRow:
+    """Throughput, latency, pass rates, reward and metric averages, accuracy and telemetry of one
+    dataset's rows (``wall_s``: their share of the partition's time; default: all of it)."""
     telemetry = stats.telemetry
     samples = len(generations)
     latency = generations["latency_ms"].astype(float)
-    wall = stats.wall_s
+    wall = stats.wall_s if wall_s is None else wall_s
     return SummaryRow(
+        dataset=dataset,
         model_source=stats.model_source,
         device=stats.device,
         samples=samples,
@@ -101,6 +140,7 @@ def summary_row(generations: pd.DataFrame, scores: pd.DataFrame, stats: Partitio
         anls_avg=_mean(scores["anls"]),
         relaxed_accuracy_avg=_mean(scores["relaxed_accuracy"]),
         verifier_metric_agreement=verifier_metric_agreement(scores),
+        accuracy=_mean(scores["correct"].astype(float)),
         peak_memory_mb=telemetry.peak_memory_mb if telemetry else None,
         gpu_seen=telemetry.gpu_seen if telemetry else False,
         gpu_util_avg=telemetry.gpu_util_avg_pct if telemetry else None,

@@ -9,6 +9,8 @@ from aerorl_ops.aerorl_compat import TRAINER_BACKENDS
 from aerorl_ops.config.training import ALGORITHMS, QUANT_REF_BITS
 from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
 
+GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo")
+
 
 @dataclass(slots=True)
 class AeroRLConfig:
@@ -19,10 +21,11 @@ class AeroRLConfig:
     (``auto`` and ``torch`` run this project's own trainer; ``trl``/``verl`` are accepted for
     compatibility and reported, but training always runs here).
 
-    RL fields: ``algorithm`` (``grpo`` or ``reinforce_pp``), ``group_size`` samples per prompt,
-    ``learning_rate``, ``kl_coef`` (KL to the reference), ``clip_eps`` (importance-ratio clip),
-    sampling (``temperature``, ``top_k`` 0 = off, ``top_p`` 1 = off), ``max_new_tokens``,
-    ``max_grad_norm``, ``seed``.
+    RL fields: ``algorithm`` (``grpo``, ``dr_grpo``, ``rloo`` or ``reinforce_pp``), ``group_size``
+    samples per prompt, ``learning_rate``, ``kl_coef`` (k3 KL to the reference; 0 = no reference),
+    ``clip_eps`` (importance-ratio clip), sampling (``temperature``, ``top_k`` 0 = off, ``top_p``
+    1 = off), ``max_new_tokens`` (the maximum response length), ``max_grad_norm``,
+    ``grad_accumulation`` (micro-batches per update), ``max_nonfinite_steps`` (NaN/inf guard), ``seed``.
 
     Defaults shared with the pipeline's training settings (quantization, algorithm, group size,
     learning rate, KL, new tokens, seed) come from ``config.training.TrainingSettings``.
@@ -37,11 +40,13 @@ class AeroRLConfig:
     learning_rate: float = DEFAULTS.learning_rate
     kl_coef: float = DEFAULTS.kl_coef
     clip_eps: float = 0.2
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    temperature: float = DEFAULTS.temperature
+    top_k: int = DEFAULTS.top_k
+    top_p: float = DEFAULTS.top_p
     max_new_tokens: int = DEFAULTS.max_new_tokens
     max_grad_norm: float = 1.0
+    grad_accumulation: int = DEFAULTS.grad_accumulation
+    max_nonfinite_steps: int = DEFAULTS.max_nonfinite_steps
     seed: int = DEFAULTS.seed
 
     def validate(self) -> None:
@@ -52,8 +57,11 @@ class AeroRLConfig:
             raise ValueError(f"trainer_backend must be one of {TRAINER_BACKENDS}, got {self.trainer_backend!r}")
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        _require(self.group_size >= 2 if self.algorithm == "grpo" else self.group_size >= 1, "group_size",
-                 self.group_size, ">= 2 for grpo (advantages are relative within a group), >= 1 otherwise")
+        _require(self.group_size >= 2 if self.algorithm in GROUP_ALGORITHMS else self.group_size >= 1, "group_size",
+                 self.group_size, f">= 2 for {'/'.join(GROUP_ALGORITHMS)} (advantages are relative within a group), "
+                 ">= 1 otherwise")
+        _require(self.grad_accumulation >= 1, "grad_accumulation", self.grad_accumulation, ">= 1")
+        _require(self.max_nonfinite_steps >= 1, "max_nonfinite_steps", self.max_nonfinite_steps, ">= 1")
         _require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, ">= 1")
         _require(self.top_k >= 0, "top_k", self.top_k, ">= 0 (0 turns it off)")
         for name in ("learning_rate", "kl_coef", "clip_eps", "temperature", "top_p", "max_grad_norm"):

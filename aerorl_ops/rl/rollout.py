@@ -1,107 +1,150 @@
-"""Sample G completions per prompt from the policy and score them with the reward stack."""
+"""Episodes of a task environment as model batches: prompts, sampled or greedy replies, graded.
+
+- ``encode_observations``: chat-templated prompts with their images, left-padded (the model's own
+  processor and chat template);
+- ``generate_replies``: greedy or sampled completions; special tokens other than EOS are never
+  emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
+- ``collect_rollout``: ``group_size`` samples per prompt, each graded by ``env.step``;
+- ``supervised_batch``: prompts followed by their reference answer and EOS (the plain answer
+  format: the environment's first answer, no JSON), for the masked supervised loss.
+"""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
-from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, trim_after_eos
-from aerorl_ops.generation.prompts import user_prompt
-from aerorl_ops.generation.records import claimed_entities
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.types import Completion, Observation
+from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rewards.context import RewardContext
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
-from aerorl_ops.rows.row import Row
 
 
-class Rewards(NamedTuple):
-    total: torch.Tensor  # [B]
-    components: dict[str, torch.Tensor]  # name -> [B]
+@dataclass(frozen=True)
+class Sampling:
+    """How rollouts sample (``top_k`` 0 = off, ``top_p`` 1 = off); ``None`` in place of it means greedy."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+
+class Replies(NamedTuple):
+    token_ids: list[list[int]]  # [B] generated ids, up to and including the first EOS
+    texts: list[str]  # [B] decoded, special tokens removed, stripped
+    truncated: list[bool]  # [B] cut at max_new_tokens without an EOS
+
+
+class Graded(NamedTuple):
+    rewards: torch.Tensor  # [B] the environment's rewards
+    correct: torch.Tensor  # [B] bool, the environment's accuracy test
+    components: dict[str, torch.Tensor]  # name -> [B] reward components (0 where a reply lacks one)
+    predictions: list[str]  # [B]
 
 
 class Rollout(NamedTuple):
-    rows: list[Row]  # [B] prompts repeated group_size times, groups contiguous
-    responses: list[str]  # [B]
-    batch: SequenceBatch
-    rewards: Rewards
+    indices: list[int]  # [B] environment indices, each prompt repeated group_size times, groups contiguous
+    batches: list[SequenceBatch]  # one per micro-batch, rows in order
+    replies: Replies
+    graded: Graded
     generation_s: float
 
 
-def repeat_rows(rows: Sequence[Row], group_size: int) -> list[Row]:
-    return [row for row in rows for _ in range(group_size)]
+def encode_observations(loaded: LoadedVLM, observations: Sequence[Observation]):
+    """Chat-templated prompts with their images, left-padded, on the model's device."""
+    processor = loaded.processor
+    texts = [processor.apply_chat_template(o.messages, add_generation_prompt=True, tokenize=False)
+             for o in observations]
+    images = [image for o in observations for image in o.images]
+    inputs = processor(text=texts, images=images or None, return_tensors="pt", padding=True)
+    return inputs.to(loaded.device)
 
 
-def sample_completions(loaded: LoadedVLM, rows: Sequence[Row],
-                       config: AeroRLConfig) -> tuple[SequenceBatch, list[str], float]:
-    """One sampled completion per row (top_k=0, top_p=1 unless configured), as a SequenceBatch.
+def observe_all(env: TaskEnv, indices: Sequence[int]) -> list[Observation]:
+    return [env.reset(index)[1] for index in indices]
 
-    Special tokens other than EOS are never sampled (see ``aerorl_ops.generation.suppression``).
-    """
+
+def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: Sampling | None) -> Replies:
+    """One completion per prompt row of ``inputs``: greedy when ``sampling`` is None."""
     model = loaded.model
-    inputs = encode_prompts(loaded, rows)
     eos = eos_token_ids(loaded)
     suppress = suppressed_token_ids(loaded.tokenizer, eos, model.get_output_embeddings().weight.shape[0])
+    decoding = (dict(do_sample=False, temperature=None, top_k=None, top_p=None) if sampling is None else
+                dict(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p))
     was_training = model.training
     model.eval()
-    started = time.perf_counter()
     with torch.no_grad():
-        output = model.generate(**inputs, do_sample=True, temperature=config.temperature, top_k=config.top_k,
-                                top_p=config.top_p, max_new_tokens=config.max_new_tokens,
-                                pad_token_id=loaded.tokenizer.pad_token_id, eos_token_id=eos,
-                                suppress_tokens=suppress)
-    elapsed = time.perf_counter() - started
+        output = model.generate(**inputs, max_new_tokens=max_new_tokens, pad_token_id=loaded.tokenizer.pad_token_id,
+                                eos_token_id=eos, suppress_tokens=suppress, **decoding)
     model.train(was_training)
-    prompt_length = inputs["input_ids"].shape[1]
-    completions = [trim_after_eos(ids, eos) for ids in output[:, prompt_length:].cpu().tolist()]
-    texts = [loaded.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in completions]
-    batch = append_completions(inputs, completions, loaded.tokenizer.pad_token_id, model.config)
-    return batch, texts, elapsed
+    new_tokens = output[:, inputs["input_ids"].shape[1]:].cpu().tolist()
+    ids = [trim_after_eos(tokens, eos) for tokens in new_tokens]
+    texts = [loaded.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+    truncated = [len(row) >= max_new_tokens and not (row and row[-1] in eos) for row in ids]
+    return Replies(ids, texts, truncated)
 
 
-def reward_context(row: Row, response: str, generated_tokens: int) -> RewardContext:
-    """The reward stack's view of one training sample. Latency is not a training signal: 0 ms."""
-    return RewardContext(
-        prompt=user_prompt(row.question),
-        response=response,
-        reference=list(row.answers),
-        metadata={"evidence_entities": list(row.evidence_entities), "claimed_entities": claimed_entities(response),
-                  "latency_ms": 0.0, "generated_tokens": generated_tokens, "dataset": row.dataset},
-    )
+def grade(env: TaskEnv, indices: Sequence[int], replies: Replies, eos: Sequence[int]) -> Graded:
+    """``env.step`` on each reply (a fresh episode per reply)."""
+    rewards, correct, predictions, infos = [], [], [], []
+    for index, ids, text in zip(indices, replies.token_ids, replies.texts, strict=True):
+        state, _ = env.reset(index)
+        result = env.step(state, Completion(text, tuple(t for t in ids if t not in eos)))
+        rewards.append(result.reward)
+        correct.append(result.info.correct)
+        predictions.append(result.info.prediction)
+        infos.append(result.info.components)
+    names = sorted({name for components in infos for name in components})
+    components = {name: torch.tensor([float(c.get(name, 0.0)) for c in infos]) for name in names}
+    return Graded(torch.tensor(rewards, dtype=torch.float32), torch.tensor(correct, dtype=torch.bool), components,
+                  predictions)
 
 
-def score_responses(reward_stack, rows: Sequence[Row], responses: Sequence[str],
-                    generated_tokens: Sequence[int]) -> Rewards:
-    results = [reward_stack.evaluate(reward_context(row, text, n))
-               for row, text, n in zip(rows, responses, generated_tokens, strict=True)]
-    total = torch.tensor([r["total_reward"] for r in results], dtype=torch.float32)
-    components = {name: torch.tensor([r["components"].get(name, 0.0) for r in results], dtype=torch.float32)
-                  for name in REWARD_COMPONENT_NAMES}
-    return Rewards(total, components)
+def micro_batches(items: Sequence, count: int) -> list[list]:
+    """``items`` cut into ``count`` contiguous, nearly equal parts (none empty)."""
+    count = max(1, min(count, len(items)))
+    size, extra = divmod(len(items), count)
+    parts, start = [], 0
+    for part in range(count):
+        end = start + size + (part < extra)
+        parts.append(list(items[start:end]))
+        start = end
+    return parts
 
 
-def collect_rollout(loaded: LoadedVLM, prompts: Sequence[Row], config: AeroRLConfig, reward_stack) -> Rollout:
-    rows = repeat_rows(prompts, config.group_size)
-    batch, texts, elapsed = sample_completions(loaded, rows, config)
-    lengths = batch.completion_mask.sum(dim=1).tolist()
-    rewards = score_responses(reward_stack, rows, texts, lengths)
-    return Rollout(rows, texts, batch, rewards, elapsed)
+def collect_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], group_size: int, max_new_tokens: int,
+                    sampling: Sampling, micro_batch_count: int = 1) -> Rollout:
+    """Sample ``group_size`` replies per prompt (in ``micro_batch_count`` generation batches) and grade them."""
+    indices = [index for index in prompts for _ in range(group_size)]
+    batches, token_ids, texts, truncated = [], [], [], []
+    started = time.perf_counter()
+    for part in micro_batches(indices, micro_batch_count):
+        inputs = encode_observations(loaded, observe_all(env, part))
+        replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
+        batches.append(append_completions(inputs, replies.token_ids, loaded.tokenizer.pad_token_id,
+                                          loaded.model.config))
+        token_ids += replies.token_ids
+        texts += replies.texts
+        truncated += replies.truncated
+    elapsed = time.perf_counter() - started
+    replies = Replies(token_ids, texts, truncated)
+    return Rollout(indices, batches, replies, grade(env, indices, replies, eos_token_ids(loaded)), elapsed)
 
 
-def answer_target(row: Row) -> str:
-    """What the supervised warm-up teaches the model to say for ``row``."""
-    return json.dumps({"answer": row.answers[0]})
+def answer_target(env: TaskEnv, index: int) -> str:
+    """What supervised training teaches the model to say: the item's first answer, plain."""
+    return env.items[index].answers[0]
 
 
-def supervised_batch(loaded: LoadedVLM, rows: Sequence[Row]) -> SequenceBatch:
-    """Prompts followed by their target answers (and EOS): the warm-up's teacher-forced batch."""
-    inputs = encode_prompts(loaded, rows)
+def supervised_batch(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int]) -> SequenceBatch:
+    """Prompts followed by their target answers and EOS: a teacher-forced batch."""
+    inputs = encode_observations(loaded, observe_all(env, indices))
     eos = eos_token_ids(loaded)[0]
-    targets = [loaded.tokenizer.encode(answer_target(row), add_special_tokens=False) + [eos] for row in rows]
+    targets = [loaded.tokenizer.encode(answer_target(env, i), add_special_tokens=False) + [eos] for i in indices]
     return append_completions(inputs, targets, loaded.tokenizer.pad_token_id, loaded.model.config)

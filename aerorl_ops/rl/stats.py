@@ -11,27 +11,23 @@ import torch
 @dataclass(frozen=True)
 class StepStats:
     step: int
-    phase: str  # "warmup" (supervised, masked CE) or the RL algorithm's name
+    phase: str  # "warmup" (supervised), "control" (supervised control) or the RL algorithm's name
     loss: float
-    reward_mean: float | None
+    reward_mean: float | None  # the environment's reward over the rollout (RL steps)
     reward_std: float | None
-    verifier_mean: float | None
-    verifier_std: float | None
-    grounding_mean: float | None
-    grounding_std: float | None
-    format_mean: float | None
-    format_std: float | None
-    cost_mean: float | None
-    cost_std: float | None
-    kl: float | None
+    accuracy: float | None  # share of rollout replies the environment marks correct
+    kl: float | None  # token-mean k3 KL to the reference (None without a reference)
     entropy: float | None
-    clip_fraction: float | None
+    clip_fraction: float | None  # share of tokens where the PPO ratio clip binds
+    response_clip_ratio: float | None  # share of replies cut at max_new_tokens
     response_length: float
     masked_token_fraction: float  # counted (completion text) tokens / attended tokens
     vision_token_fraction: float  # vision tokens / attended tokens
     tokens_per_s: float
     step_s: float
     grad_norm: float
+    learning_rate: float
+    skipped: bool  # the NaN/inf guard skipped this step's update
     peak_memory_mb: float
 
     def as_record(self) -> dict[str, object]:

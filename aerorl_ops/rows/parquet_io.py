@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from aerorl_ops.rows.row import ROW_SCHEMA, Row, rows_to_table, table_to_rows
+from aerorl_ops.rows.row import OPTIONAL_COLUMNS, ROW_SCHEMA, Row, rows_to_table, table_to_rows
 
 
 def write_rows_parquet(rows: list[Row], path: Path) -> Path:
@@ -36,7 +36,7 @@ def read_rows_parquet(path: Path) -> list[Row]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: rows file does not exist (write it with write_rows_parquet first)")
     names = pq.read_schema(path).names
-    missing = [name for name in ROW_SCHEMA.names if name not in names]
+    missing = [name for name in ROW_SCHEMA.names if name not in names and name not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"{path}: not a rows file, missing columns {missing} of ROW_SCHEMA")
-    return table_to_rows(pq.read_table(path, columns=ROW_SCHEMA.names))
+    return table_to_rows(pq.read_table(path, columns=[name for name in ROW_SCHEMA.names if name in names]))

@@ -18,8 +18,12 @@ ROW_SCHEMA = pa.schema(
         pa.field("image_sha256", pa.string(), nullable=False),
         pa.field("source", pa.string(), nullable=False),
         pa.field("evidence_entities", pa.list_(pa.string()), nullable=False),
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("question_type", pa.string()),
     ]
 )
+OPTIONAL_COLUMNS = {"prompt": "", "question_type": None}
+"""Columns a rows file written before they existed may lack, and the value such a row reads as."""
 
 
 def image_sha256(image_bytes: bytes) -> str:
@@ -35,6 +39,11 @@ class Row:
     ``evidence_entities`` are the strings visible in the image that support the answer
     (the grounding reward compares claimed entities with them); loaders of real datasets
     that carry no such annotation fill it with the answers.
+
+    ``prompt`` is the text shown with the image, when the dataset has its own (a task
+    environment's instruction); empty means the benchmark's JSON-answer prompt around
+    ``question``. ``question_type`` groups rows for per-type accuracy (easy-VQA: ``yes_no``,
+    ``colour``, ``shape``), None when the dataset has none.
     """
 
     sample_id: str
@@ -46,6 +55,8 @@ class Row:
     source: str
     evidence_entities: tuple[str, ...] = field(default=())
     image_sha256: str = ""
+    prompt: str = ""
+    question_type: str | None = None
 
     def __post_init__(self) -> None:
         if not self.image_sha256:
@@ -66,6 +77,9 @@ def rows_to_table(rows: list[Row]) -> pa.Table:
 
 def table_to_rows(table: pa.Table) -> list[Row]:
     """Inverse of :func:`rows_to_table`."""
+    for name, value in OPTIONAL_COLUMNS.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([value] * table.num_rows, ROW_SCHEMA.field(name).type))
     table = table.select(ROW_SCHEMA.names)
     return [
         Row(
@@ -78,6 +92,8 @@ def table_to_rows(table: pa.Table) -> list[Row]:
             source=record["source"],
             evidence_entities=tuple(record["evidence_entities"]),
             image_sha256=record["image_sha256"],
+            prompt=record["prompt"],
+            question_type=record["question_type"],
         )
         for record in table.to_pylist()
     ]

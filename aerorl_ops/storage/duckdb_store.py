@@ -18,8 +18,15 @@ from aerorl_ops.storage.schema import BENCHMARK_TABLES, RUNS, TableSpec
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec] = BENCHMARK_TABLES) -> None:
+    """Create each table, and add the columns a table made by an older version lacks (nullable: its
+    old rows hold NULL there)."""
     for spec in specs:
         conn.execute(spec.ddl())
+        existing = {name for (name,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [spec.name]).fetchall()}
+        for name, sql_type in spec.columns:
+            if name not in existing:
+                conn.execute(f"ALTER TABLE {spec.name} ADD COLUMN {name} {sql_type.removesuffix(' NOT NULL')}")
 
 
 def replace_partition(conn: duckdb.DuckDBPyConnection, spec: TableSpec, key: Mapping[str, object],

@@ -179,6 +179,7 @@ SCORE_FIELDS = (
     pa.field("manual_pass", pa.bool_()),
     pa.field("anls", pa.float64()),
     pa.field("relaxed_accuracy", pa.float64()),
+    pa.field("correct", pa.bool_()),
     pa.field("reward_config", pa.json_()),
 )
 """One scored sample (``aerorl_ops.scoring.partition_scores.SCORE_SCHEMA``)."""
@@ -186,6 +187,7 @@ SCORE_FIELDS = (
 REWARD_SCORES = TableSpec("reward_scores", pa.schema([*BENCHMARK_KEY, *SCORE_FIELDS]), _BENCHMARK_KEY_COLUMNS)
 
 SUMMARY_FIELDS = (
+    _required("dataset", pa.string()),
     pa.field("model_source", pa.string()),
     pa.field("device", pa.string()),
     pa.field("samples", pa.int32()),
@@ -204,6 +206,7 @@ SUMMARY_FIELDS = (
     pa.field("anls_avg", pa.float64()),
     pa.field("relaxed_accuracy_avg", pa.float64()),
     pa.field("verifier_metric_agreement", pa.float64()),
+    pa.field("accuracy", pa.float64()),
     pa.field("peak_memory_mb", pa.float64()),
     pa.field("gpu_seen", pa.bool_()),
     pa.field("gpu_util_avg", pa.float64()),
@@ -215,7 +218,8 @@ SUMMARY_FIELDS = (
     pa.field("rss_max_mb", pa.float64()),
     pa.field("created_at", _TIMESTAMP),
 )
-"""One partition's summary (``aerorl_ops.reporting.partition_summary.SummaryRow``)."""
+"""One dataset's summary within a partition (``aerorl_ops.reporting.partition_summary.SummaryRow``): one row
+per run x model x batch size x dataset; a write replaces every dataset's row of its partition."""
 
 BENCHMARK_SUMMARY = TableSpec("benchmark_summary", pa.schema([*BENCHMARK_KEY, *SUMMARY_FIELDS]),
                               _BENCHMARK_KEY_COLUMNS)
@@ -240,13 +244,18 @@ TRAINING_RUNS = TableSpec(
     pa.schema([
         _required("run_id", pa.string()),
         ("base_model", pa.string()),
+        ("env", pa.string()),
         ("algorithm", pa.string()),
         ("quant_ref_bits", pa.int32()),
         ("reference_quantization_mode", pa.string()),
         ("reference_source", pa.string()),
+        ("reference_loaded", pa.bool_()),
         ("final_checkpoint", pa.string()),
         ("steps", pa.int32()),
         ("resumed_from_step", pa.int32()),
+        ("swap_question_type", pa.string()),
+        ("swap_questions", pa.int32()),
+        ("swap_changed", pa.float64()),
         ("config", pa.json_()),
         ("started_at", _TIMESTAMP),
         ("finished_at", _TIMESTAMP),
@@ -254,7 +263,8 @@ TRAINING_RUNS = TableSpec(
     ]),
     ("run_id",),
 )
-"""One training run (``aerorl_ops.rl.training_run.TrainingRunRecord``)."""
+"""One training run (``aerorl_ops.rl.training_record.TrainingRunRecord``); ``swap_changed`` is the
+share of the final model's ``swap_question_type`` answers that change when the images are swapped."""
 
 TRAINING_STEPS = TableSpec(
     "training_steps",
@@ -263,10 +273,11 @@ TRAINING_STEPS = TableSpec(
         _required("step", pa.int32()),
         ("phase", pa.string()),
         *[(name, pa.float64()) for name in (
-            "loss", "reward_mean", "reward_std",
-            *[f"{component}_{stat}" for component in REWARD_COMPONENT_NAMES for stat in ("mean", "std")],
-            "kl", "entropy", "clip_fraction", "response_length", "masked_token_fraction", "vision_token_fraction",
-            "tokens_per_s", "step_s", "grad_norm", "peak_memory_mb")],
+            "loss", "reward_mean", "reward_std", "accuracy", "kl", "entropy", "clip_fraction", "response_clip_ratio",
+            "response_length", "masked_token_fraction", "vision_token_fraction", "tokens_per_s", "step_s",
+            "grad_norm", "learning_rate")],
+        ("skipped", pa.bool_()),
+        ("peak_memory_mb", pa.float64()),
     ]),
     ("run_id",),
 )
@@ -278,10 +289,31 @@ TRAINING_EVALS = TableSpec(
         _required("run_id", pa.string()),
         _required("step", pa.int32()),
         ("phase", pa.string()),
+        ("wall_s", pa.float64()),
+        ("accuracy", pa.float64()),
+        ("accuracy_stderr", pa.float64()),
+        ("n", pa.int32()),
         *[(name, pa.float64()) for name in ("reward_mean", *[f"{c}_mean" for c in REWARD_COMPONENT_NAMES])],
         ("samples", pa.int32()),
     ]),
     ("run_id",),
 )
+"""One held-out evaluation (phases: no_image_prior, base, warmup, rl, final, control): greedy accuracy
+over ``n`` questions with its binomial standard error, and the mean reward (and reward-stack
+components, where the environment's reward has them)."""
 
-TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS)
+TRAINING_EVAL_TYPES = TableSpec(
+    "training_eval_types",
+    pa.schema([
+        _required("run_id", pa.string()),
+        _required("step", pa.int32()),
+        _required("phase", pa.string()),
+        _required("question_type", pa.string()),
+        ("accuracy", pa.float64()),
+        ("n", pa.int32()),
+    ]),
+    ("run_id",),
+)
+"""The accuracy of one held-out evaluation on one question type (e.g. easy-VQA yes_no / colour / shape)."""
+
+TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES)

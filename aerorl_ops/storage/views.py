@@ -3,9 +3,9 @@
 ``create_views`` is idempotent (``CREATE OR REPLACE VIEW``); the report asset calls it after
 every write, so an existing database picks up new or changed views on the next run.
 
-- ``latest_benchmark_summary``: one row per (model_key, batch_size), from its latest run.
-- ``benchmark_trends``: every run of each (model_key, batch_size) in time order, with the
-  previous run's throughput, pass rate, p95 latency and reward and the change from it.
+- ``latest_benchmark_summary``: one row per (model_key, batch_size, dataset), from its latest run.
+- ``benchmark_trends``: every run of each (model_key, batch_size, dataset) in time order, with the
+  previous run's throughput, pass rate, accuracy, p95 latency and reward and the change from it.
 - ``manual_false_passes``: answers the manual baseline passes and the reward stack fails.
 - ``verifier_metric_disagreements``: answers where the verifier and the dataset's standard
   metric (DocVQA ANLS, ChartQA relaxed accuracy) disagree on correct/wrong.
@@ -40,7 +40,7 @@ CREATE OR REPLACE VIEW latest_benchmark_summary AS
 SELECT s.*, r.started_at AS run_started_at, r.finished_at AS run_finished_at, r.git_sha
 FROM {BENCHMARK_SUMMARY.name} s LEFT JOIN {RUNS.name} r USING (run_id)
 QUALIFY row_number() OVER (
-    PARTITION BY s.model_key, s.batch_size
+    PARTITION BY s.model_key, s.batch_size, s.dataset
     ORDER BY s.created_at DESC NULLS LAST, r.finished_at DESC NULLS LAST, s.run_id DESC) = 1
 """
 
@@ -50,13 +50,13 @@ _TREND_COLUMNS = ",\n    ".join(
 
 BENCHMARK_TRENDS = f"""
 CREATE OR REPLACE VIEW benchmark_trends AS
-SELECT s.model_key, s.batch_size, s.run_id, s.created_at, r.finished_at AS run_finished_at, r.git_sha,
+SELECT s.model_key, s.batch_size, s.dataset, s.run_id, s.created_at, r.finished_at AS run_finished_at, r.git_sha,
     row_number() OVER w AS run_number,
     {", ".join(f"s.{m}" for m in TREND_METRICS)},
     lag(s.run_id) OVER w AS previous_run_id,
     {_TREND_COLUMNS}
 FROM {BENCHMARK_SUMMARY.name} s LEFT JOIN {RUNS.name} r USING (run_id)
-WINDOW w AS (PARTITION BY s.model_key, s.batch_size ORDER BY {_PARTITION_TIME_ORDER})
+WINDOW w AS (PARTITION BY s.model_key, s.batch_size, s.dataset ORDER BY {_PARTITION_TIME_ORDER})
 """
 
 MANUAL_FALSE_PASSES = f"""

@@ -9,7 +9,7 @@ and keep one result for the whole asset (dagster issue 27747).
 - ``generations``: no prompt echoes, valid latencies. Blocking: a broken partition is not scored.
 - ``reward_scores``: no NaN scores, the same sample ids as the generations. Blocking: nothing
   broken lands in DuckDB.
-- ``benchmark_report``: no regression against the previous run (WARN), and greedy answers at
+- ``benchmark_report``: no regression against the previous run on any dataset (WARN), and greedy answers at
   this batch size match batch 1 of the same run (ERROR; drift makes batch sizes incomparable).
 """
 
@@ -25,7 +25,7 @@ from aerorl_ops.reporting.checks import (
     Finding,
     latency_findings,
     nan_score_findings,
-    previous_run,
+    previous_runs,
     prompt_echo_findings,
     regressions,
     response_drift,
@@ -117,26 +117,29 @@ def reward_scores_match_generations(reward_scores: pa.Table, generations: pa.Tab
 
 def benchmark_report_has_not_regressed(context: dg.AssetCheckExecutionContext, config: RegressionCheckConfig,
                                        duckdb: DuckDBResource) -> dg.AssetCheckResult:
-    """Pass rate and samples/s are within max_relative_drop of the previous run of this model x batch size."""
+    """Pass rate, accuracy and samples/s on each dataset are within max_relative_drop of the previous run
+    of this model x batch size on that dataset."""
     model_key, batch_size = check_partition(context)
     run_id = report_run_id(context)
     with duckdb.get_connection() as conn:
-        runs = previous_run(conn, run_id, model_key, batch_size)
-    if runs is None:
+        runs = previous_runs(conn, run_id, model_key, batch_size)
+    if not runs:
         raise dg.Failure(f"benchmark_summary has no row for run {run_id!r}, partition {context.partition_key}; "
                          "materialize benchmark_report for this partition first")
-    if runs.previous_run_id is None:
+    compared = [run for run in runs if run.previous_run_id is not None]
+    if not compared:
         return dg.AssetCheckResult(passed=True, description="first run of this model x batch size: nothing to compare",
                                    metadata={"run_id": run_id})
-    found = regressions(runs.current, runs.previous, config.max_relative_drop)
-    table = pd.DataFrame([{"metric": m, "previous": runs.previous[m], "current": runs.current[m]}
-                          for m in runs.current])
+    found = [(run.dataset, r) for run in compared for r in regressions(run.current, run.previous,
+                                                                        config.max_relative_drop)]
+    table = pd.DataFrame([{"dataset": run.dataset, "metric": m, "previous": run.previous[m],
+                           "current": run.current[m]} for run in compared for m in run.current])
     return dg.AssetCheckResult(
         passed=not found,
         severity=dg.AssetCheckSeverity.WARN,
-        description="; ".join(f"{r.metric} fell {-r.relative_change:.1%} ({r.previous:.4g} -> {r.current:.4g})"
-                              for r in found) or None,
-        metadata={"run_id": run_id, "previous_run_id": runs.previous_run_id,
+        description="; ".join(f"{dataset}: {r.metric} fell {-r.relative_change:.1%} ({r.previous:.4g} -> "
+                              f"{r.current:.4g})" for dataset, r in found) or None,
+        metadata={"run_id": run_id, "previous_run_id": ", ".join(sorted({str(r.previous_run_id) for r in compared})),
                   "max_relative_drop": config.max_relative_drop, "metrics": markdown_preview(table)},
     )
 

@@ -23,6 +23,11 @@ def generation_config_class(generation: GenerationSettings) -> type[dg.Config]:
                         "all rows.", exclude=("seed",), extra={"limit": (int, 0, "at most this many rows; 0 = all")})
 
 
+def rows_inputs(bench: BenchmarkConfig) -> dict[str, dg.AssetIn]:
+    """The rows asset of each dataset the benchmark runs on."""
+    return {dataset.asset_name: dg.AssetIn(dataset.asset_name) for dataset in bench.benchmarked}
+
+
 def progress_logger(context: dg.AssetExecutionContext):
     def log(progress: BatchProgress) -> None:
         context.log.info(f"generated {progress.done}/{progress.total} samples, {progress.rate:.2f} samples/s, "
@@ -34,13 +39,15 @@ def build_generations(bench: BenchmarkConfig, partitions: dg.PartitionsDefinitio
     """The ``generations`` asset of the models and settings in ``bench``."""
     GenerationConfig = generation_config_class(bench.generation)  # a Config class, made per config file
 
-    @dg.asset(group_name="benchmark", partitions_def=partitions, kinds={"pytorch", "parquet"})
+    @dg.asset(group_name="benchmark", partitions_def=partitions, kinds={"pytorch", "parquet"},
+              ins=rows_inputs(bench))
     def generations(context: dg.AssetExecutionContext, config: GenerationConfig, model_runtime: ModelRuntime,
-                    docvqa_rows: pa.Table, chartqa_rows: pa.Table) -> dg.Output[pa.Table]:
-        """Batched, left-padded greedy generation with latency, token and telemetry figures."""
+                    **dataset_rows: pa.Table) -> dg.Output[pa.Table]:
+        """Batched, left-padded greedy generation over every benchmarked dataset's rows, each with its own
+        prompt, with latency, token and telemetry figures."""
         settings = checked(GenerationSettings, "run config: generations", "generation",
                            settings_values(config, GenerationSettings), seed=bench.seed)
-        rows = table_to_rows(docvqa_rows) + table_to_rows(chartqa_rows)
+        rows = [row for dataset in bench.benchmarked for row in table_to_rows(dataset_rows[dataset.asset_name])]
         return generate_partition(context, bench, rows[: config.limit or None], settings, model_runtime)
 
     return generations

@@ -28,7 +28,7 @@ from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.generation.partition_run import partition_stats
 from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
-from aerorl_ops.reporting.partition_summary import summary_row
+from aerorl_ops.reporting.partition_summary import summary_row, summary_rows
 from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, transaction, write_partitions, write_run
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REJECTED_ROWS, REWARD_SCORES
@@ -66,10 +66,10 @@ def with_key(frame: pd.DataFrame, run_id: str, model_key: str, batch_size: int, 
     return pa.Table.from_pandas(keyed, preserve_index=False)
 
 
-def input_hashes(docvqa_rows: pa.Table, chartqa_rows: pa.Table) -> dict[str, str]:
-    """SHA-256 over each dataset's (sample id, answers, image hash), in row order."""
+def input_hashes(rows: dict[str, pa.Table]) -> dict[str, str]:
+    """SHA-256 over each rows asset's (sample id, answers, image hash), in row order, by asset name."""
     hashes = {}
-    for name, table in (("docvqa_rows", docvqa_rows), ("chartqa_rows", chartqa_rows)):
+    for name, table in sorted(rows.items()):
         digest = hashlib.sha256()
         for record in table.select(["sample_id", "answers", "image_sha256"]).to_pylist():
             digest.update(json.dumps(record, sort_keys=True).encode())
@@ -80,19 +80,23 @@ def input_hashes(docvqa_rows: pa.Table, chartqa_rows: pa.Table) -> dict[str, str
 def build_benchmark_report(bench: BenchmarkConfig, partitions: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     """The ``benchmark_report`` asset of the models in ``bench``."""
 
-    @dg.asset(group_name="benchmark", partitions_def=partitions, pool="duckdb_writer", kinds={"duckdb"})
+    rows_ins = {dataset.asset_name: dg.AssetIn(dataset.asset_name) for dataset in bench.benchmarked}
+
+    @dg.asset(group_name="benchmark", partitions_def=partitions, pool="duckdb_writer", kinds={"duckdb"},
+              ins={"generations": dg.AssetIn("generations"), "reward_scores": dg.AssetIn("reward_scores"),
+                   **rows_ins})
     def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, duckdb: DuckDBResource,
-                         generations: pa.Table, reward_scores: pa.Table, docvqa_rows: pa.Table,
-                         chartqa_rows: pa.Table) -> dg.MaterializeResult:
-        """Write the partition's `generations`, `reward_scores` and `benchmark_summary` rows and its `runs` row."""
-        return write_report(context, bench, config, duckdb, generations, reward_scores, docvqa_rows, chartqa_rows)
+                         generations: pa.Table, reward_scores: pa.Table, **rows: pa.Table) -> dg.MaterializeResult:
+        """Write the partition's `generations`, `reward_scores` and `benchmark_summary` rows (one per dataset)
+        and its `runs` row."""
+        return write_report(context, bench, config, duckdb, generations, reward_scores, rows)
 
     return benchmark_report
 
 
 def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: ReportConfig,
-                 duckdb: DuckDBResource, generations: pa.Table, reward_scores: pa.Table, docvqa_rows: pa.Table,
-                 chartqa_rows: pa.Table) -> dg.MaterializeResult:
+                 duckdb: DuckDBResource, generations: pa.Table, reward_scores: pa.Table,
+                 rows: dict[str, pa.Table]) -> dg.MaterializeResult:
     """The body of ``benchmark_report``: one transaction of the partition's rows, then views, figures, artifact."""
     model_key, batch_size = partition_parts(context)
     run_id = benchmark_run_id(context)
@@ -103,13 +107,14 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
     gen_frame = accepted.to_pandas()
     score_frame = reward_scores.to_pandas()
     score_frame = score_frame[score_frame["sample_id"].isin(gen_frame["sample_id"])]
-    summary = summary_row(gen_frame, score_frame, stats)
+    summaries = summary_rows(gen_frame, score_frame, stats)
+    summary = summary_row(gen_frame, score_frame, stats, dataset="all")  # the partition as a whole
     key = {"run_id": run_id, "model_key": model_key, "batch_size": batch_size}
     writes = [
         PartitionWrite(GENERATIONS, key, with_key(gen_frame.drop(columns=["batch_size"]), run_id, model_key,
                                                   batch_size, dagster_run_id=context.run.run_id)),
         PartitionWrite(REWARD_SCORES, key, with_key(score_frame, run_id, model_key, batch_size)),
-        PartitionWrite(BENCHMARK_SUMMARY, key, BENCHMARK_SUMMARY.rows([summary], **key)),
+        PartitionWrite(BENCHMARK_SUMMARY, key, BENCHMARK_SUMMARY.rows(summaries, **key)),
         PartitionWrite(REJECTED_ROWS, {"run_id": run_id, "stage": REJECTION_STAGE.format(model_key, batch_size),
                                        "dataset": "generations"},
                        rejected_rows_table(run_id, REJECTION_STAGE.format(model_key, batch_size), "generations",
@@ -130,18 +135,19 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
                                       "rewards": reward_config}),
                 "seeds": json.dumps({"benchmark": bench.seed, "generation": stats.generation["seed"]}),
                 "library_versions": json.dumps(library_versions()),
-                "input_hashes": json.dumps(input_hashes(docvqa_rows, chartqa_rows)),
+                "input_hashes": json.dumps(input_hashes(rows)),
             })
         create_views(conn)
-        run_summary = pd.DataFrame(conn.execute("SELECT model_key, batch_size, samples_per_s FROM benchmark_summary "
-                                                "WHERE run_id = ?", [run_id]).fetchall(),
+        run_summary = pd.DataFrame(conn.execute("SELECT model_key, batch_size, sum(samples) / sum(wall_s) "
+                                                "FROM benchmark_summary WHERE run_id = ? AND wall_s > 0 "
+                                                "GROUP BY model_key, batch_size", [run_id]).fetchall(),
                                    columns=["model_key", "batch_size", "samples_per_s"])
     artifact = write_benchmark_artifact(artifacts_dir(config, duckdb), summary.created_at.date(),
                                         benchmark_artifact(run_id, model_key, batch_size, asdict(summary),
-                                                           reward_config))
+                                                           reward_config, [asdict(s) for s in summaries]))
     shown = {k: v for k, v in asdict(summary).items() if k in ("samples", "samples_per_s", "generated_tokens_per_s",
                                                         "latency_p50_ms", "latency_p95_ms", "pass_rate",
-                                                        "peak_memory_mb")}
+                                                        "accuracy", "peak_memory_mb")}
     return dg.MaterializeResult(metadata={
         "run_id": run_id,
         "generations_rows": inserted[0],
@@ -149,6 +155,8 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
         "rows_in": generations.num_rows,
         "rows_rejected": len(rejected),
         "summary": markdown_preview(pd.DataFrame([shown])),
+        "datasets": markdown_preview(pd.DataFrame([{"dataset": s.dataset, "samples": s.samples, "accuracy": s.accuracy,
+                                                    "pass_rate": s.pass_rate} for s in summaries])),
         "artifact": dg.MetadataValue.path(str(artifact)),
         "throughput_vs_batch_size": png_markdown("throughput vs batch size, this run",
                                                  throughput_vs_batch_size_png, run_summary),

@@ -1,56 +1,56 @@
-"""Cached dataset rows: ``docvqa_rows`` and ``chartqa_rows`` (Parquet under ``data/cache``)."""
+"""Cached dataset rows: one ``<name>_rows`` asset per ``[datasets.<name>]`` table (Parquet under ``data/cache``).
 
+Each asset builds its dataset's task environment (``aerorl_ops.envs.configured.dataset_rows``)
+and caches the items as rows; rejected records land in ``rejected_rows`` with their reasons.
+"""
 
-from collections.abc import Callable
-from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
-from aerorl_ops.rows import LoadResult, load_dataset_files, rows_to_table
-from aerorl_ops.rows.synthetic_charts import synthetic_chartqa_rows
-from aerorl_ops.rows.synthetic_documents import synthetic_docvqa_rows
+from aerorl_ops.config.datasets import DatasetSettings
+from aerorl_ops.envs.configured import dataset_rows
+from aerorl_ops.rows import LoadResult, rows_to_table
 from assets.metadata import counts_markdown, markdown_preview
 from assets.rejections import record_rejections
 from assets.runs import benchmark_run_id
 
-SYNTHETIC_GENERATORS: dict[str, Callable[..., list]] = {
-    "docvqa": synthetic_docvqa_rows,
-    "chartqa": synthetic_chartqa_rows,
-}
 ROWS_AUTOMATION = dg.AutomationCondition.on_cron("0 1 * * *")
 
 
 class DatasetRowsConfig(dg.Config):
-    """Where rows come from. With no ``files`` the embedded synthetic rows are generated.
+    """Overrides of this run; each left at its default keeps the config file's ``[datasets.<name>]`` value.
 
-    files: Parquet or Arrow shards of the Hugging Face dataset already on disk.
-    split: the split those files hold (synthetic rows are labelled with it too).
-    limit: at most this many rows; 0 means the benchmark config's row count.
-    seed: seed of the synthetic generator; -1 means the benchmark config's seed.
+    files: dataset files to read instead of the table's ``path`` (e.g. Hugging Face shards on disk).
+    split: the split to read; empty means the table's.
+    limit: at most this many rows; 0 means the table's ``limit``.
+    seed: seed of the sample (and of synthetic rows); -1 means the table's.
     """
 
     files: list[str] = []
-    split: str = "validation"
+    split: str = ""
     limit: int = 0
     seed: int = -1
 
 
-def load_rows(dataset: str, config: DatasetRowsConfig, default_count: int, default_seed: int) -> LoadResult:
-    """Rows of ``dataset`` as configured: from files when given, else synthetic."""
-    limit = config.limit or default_count
-    if config.files:
-        return load_dataset_files(dataset, [Path(f) for f in config.files], config.split, limit)
-    seed = default_seed if config.seed < 0 else config.seed
-    return LoadResult(rows=SYNTHETIC_GENERATORS[dataset](limit, seed, config.split))
+def configured_dataset(dataset: DatasetSettings, config: DatasetRowsConfig) -> DatasetSettings:
+    """``dataset`` with this run's overrides applied."""
+    return DatasetSettings(name=dataset.name, kind=dataset.kind, split=config.split or dataset.split,
+                           limit=config.limit or dataset.limit, path=dataset.path,
+                           seed=dataset.seed if config.seed < 0 else config.seed, settings=dataset.settings)
 
 
-def materialize_rows(context: dg.AssetExecutionContext, dataset: str, config: DatasetRowsConfig,
-                     duckdb: DuckDBResource, default_count: int, default_seed: int) -> dg.Output[pa.Table]:
-    result = load_rows(dataset, config, default_count, default_seed)
-    record_rejections(duckdb, benchmark_run_id(context), context.asset_key.to_user_string(), dataset,
+def load_rows(dataset: DatasetSettings, config: DatasetRowsConfig) -> LoadResult:
+    """Rows of ``dataset`` as configured, with this run's overrides."""
+    return dataset_rows(configured_dataset(dataset, config), config.files)
+
+
+def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings, config: DatasetRowsConfig,
+                     duckdb: DuckDBResource) -> dg.Output[pa.Table]:
+    result = load_rows(dataset, config)
+    record_rejections(duckdb, benchmark_run_id(context), context.asset_key.to_user_string(), dataset.name,
                       result.rejected)
     for rejected in result.rejected[:20]:
         context.log.warning(f"rejected {rejected.locator}: {rejected.reason}")
@@ -58,6 +58,7 @@ def materialize_rows(context: dg.AssetExecutionContext, dataset: str, config: Da
     preview = table.drop_columns(["image_bytes"]).to_pandas()
     return dg.Output(table, metadata={
         "dagster/row_count": table.num_rows,
+        "kind": dataset.kind,
         "rows_read": result.records_read,
         "rows_rejected": len(result.rejected),
         "counts": counts_markdown([("read", result.records_read), ("accepted", table.num_rows),
@@ -66,21 +67,20 @@ def materialize_rows(context: dg.AssetExecutionContext, dataset: str, config: Da
     })
 
 
+def build_dataset_rows(dataset: DatasetSettings) -> dg.AssetsDefinition:
+    """The ``<name>_rows`` asset of one configured dataset."""
+
+    @dg.asset(name=dataset.asset_name, group_name="datasets", pool="duckdb_writer",
+              automation_condition=ROWS_AUTOMATION, kinds={"parquet"},
+              description=f"Rows of the {dataset.name!r} dataset (kind {dataset.kind}, split {dataset.split}): "
+                          "question, every answer alias, image, prompt.")
+    def rows_asset(context: dg.AssetExecutionContext, config: DatasetRowsConfig,
+                   duckdb: DuckDBResource) -> dg.Output[pa.Table]:
+        return materialize_rows(context, dataset, config, duckdb)
+
+    return rows_asset
+
+
 def build_rows_assets(bench: BenchmarkConfig) -> list[dg.AssetsDefinition]:
-    """``docvqa_rows`` and ``chartqa_rows``; unset row counts and seed come from ``bench``."""
-
-    @dg.asset(group_name="datasets", pool="duckdb_writer", automation_condition=ROWS_AUTOMATION,
-              kinds={"parquet"})
-    def docvqa_rows(context: dg.AssetExecutionContext, config: DatasetRowsConfig,
-                    duckdb: DuckDBResource) -> dg.Output[pa.Table]:
-        """DocVQA-shaped rows: question, every answer alias, document image."""
-        return materialize_rows(context, "docvqa", config, duckdb, bench.docvqa_rows, bench.seed)
-
-    @dg.asset(group_name="datasets", pool="duckdb_writer", automation_condition=ROWS_AUTOMATION,
-              kinds={"parquet"})
-    def chartqa_rows(context: dg.AssetExecutionContext, config: DatasetRowsConfig,
-                     duckdb: DuckDBResource) -> dg.Output[pa.Table]:
-        """ChartQA-shaped rows: question, every answer alias, chart image."""
-        return materialize_rows(context, "chartqa", config, duckdb, bench.chartqa_rows, bench.seed)
-
-    return [docvqa_rows, chartqa_rows]
+    """One rows asset per configured dataset."""
+    return [build_dataset_rows(dataset) for dataset in bench.datasets]

@@ -1,9 +1,10 @@
-"""``rl_run``: masked-loss RL of a policy against a frozen quantized reference.
+"""``rl_run``: warm-up then RL of a policy on a task environment, against a frozen quantized reference.
 
-A short supervised warm-up teaches the answer format, then GRPO (or REINFORCE++) trains
-against the warm-up model, loaded through bitsandbytes. Per-step metrics, evaluations and the
-run land in DuckDB; checkpoints under ``data/checkpoints/<run>``. Rerunning the same config
-resumes from the latest checkpoint.
+The environment (``env``, default easy-VQA) supplies training items and a fixed held-out sample
+(``eval_size`` items of ``eval_split``, seed 0). Per-step metrics, evaluations (overall and per
+question type, with the no-image prior and the supervised control) and the run land in DuckDB;
+checkpoints under ``data/checkpoints/<run>``. Rerunning the same config resumes from the latest
+checkpoint.
 """
 
 import hashlib
@@ -15,20 +16,22 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs import make_env
+from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.models.sources import model_source
 from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
 from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.training_run import EvalResult, TrainingPlan, TrainingRunRecord, run_training
-from aerorl_ops.rows import synthetic_chartqa_rows, synthetic_docvqa_rows
-from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import TRAINING_EVALS, TRAINING_RUNS, TRAINING_STEPS, TRAINING_TABLES
+from aerorl_ops.rl.training_record import TrainingRunRecord, training_tables
+from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult, run_training
+from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
+from aerorl_ops.storage.schema import TRAINING_TABLES
 from aerorl_ops.telemetry import TelemetrySampler
 from assets.metadata import markdown_preview
 from assets.project import DATA_DIR
@@ -36,16 +39,15 @@ from assets.resources import ModelRuntime
 from assets.settings_config import config_class
 
 TRAIN_SEED_OFFSET = 1000
+EVAL_SAMPLE_SEED = 0
 SAFE_RUN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
-EVAL_SEED_OFFSET = 2000
-
 
 TRAINING_DOC = """Training settings of this run; the defaults are the config file's [training].
 
-base_model: a model key from the config file, or a checkpoint directory. steps: RL steps after
-``warmup_steps`` supervised steps. quant_bits: reference as nf4 (4), int8 (8) or unquantized (16).
-Rows are synthetic, seeded apart from the benchmark's rows (train: seed+1000, held-out: seed+2000),
-so the benchmark never scores training rows."""
+base_model: a model key from the config file, or a checkpoint directory. env: the task
+environment; the held-out sample is a fixed draw (seed 0) of eval_size items of eval_split, and
+the training items are train_split (train_limit of them, 0 = all). steps: RL steps after
+``warmup_steps`` supervised steps. quant_bits: reference as nf4 (4), int8 (8) or unquantized (16)."""
 RUN_FIELDS = {
     "run_name": (str, "", "run id (default: derived from the settings; the same settings resume)"),
     "resume": (bool, True, "resume from this run's latest checkpoint when there is one"),
@@ -66,22 +68,36 @@ class TrainingRunConfig(dg.Config):
                              "(at most 100, not starting with '.'): it names a folder under data/checkpoints")
         config = AeroRLConfig(quant_ref_bits=self.quant_bits, algorithm=self.algorithm, group_size=self.group_size,
                               learning_rate=self.learning_rate, kl_coef=self.kl_coef, seed=self.seed,
-                              max_new_tokens=self.max_new_tokens)
+                              max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,
+                              top_p=self.top_p, grad_accumulation=self.grad_accumulation,
+                              max_nonfinite_steps=self.max_nonfinite_steps)
         config.validate()
         return config
 
     def plan(self) -> TrainingPlan:
-        return TrainingPlan(warmup_steps=self.warmup_steps, warmup_learning_rate=self.warmup_learning_rate,
-                            rl_steps=self.steps, prompts_per_step=self.prompts_per_step,
-                            eval_interval=self.eval_interval, checkpoint_interval=self.checkpoint_interval)
+        return TrainingPlan(warmup_steps=self.warmup_steps, warmup_batch_size=self.warmup_batch_size,
+                            warmup_learning_rate=self.warmup_learning_rate, rl_steps=self.steps,
+                            prompts_per_step=self.prompts_per_step, eval_interval=self.eval_interval,
+                            checkpoint_interval=self.checkpoint_interval, lr_schedule=self.lr_schedule,
+                            lr_warmup_steps=self.lr_warmup_steps,
+                            focus_types=tuple(t.strip() for t in self.focus_types.split(",") if t.strip()),
+                            focus_share=self.focus_share, focus_until=self.focus_until, control=self.control,
+                            swap_check_type=self.swap_check_type)
 
     def run_id(self) -> str:
         """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed)."""
         if self.run_name:
             return self.run_name
-        settings = {k: v for k, v in self.model_dump().items() if k not in ("run_name", "resume", "progress_bar")}
+        settings = {k: v for k, v in self.model_dump().items() if k not in RUN_FIELDS}
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
         return f"rl-{self.algorithm}-s{self.seed}-{digest}"
+
+    def environments(self, seed: int) -> tuple[TaskEnv, TaskEnv]:
+        """The training environment and the held-out one (a fixed sample of ``eval_size`` items)."""
+        train = make_env(self.env, split=self.train_split, limit=self.train_limit or None,
+                         seed=seed + TRAIN_SEED_OFFSET)
+        held_out = make_env(self.env, split=self.eval_split, limit=self.eval_size, seed=EVAL_SAMPLE_SEED)
+        return train, held_out
 
 
 def training_config_class(training: TrainingSettings) -> type[TrainingRunConfig]:
@@ -99,22 +115,6 @@ def resolve_base_model(base_model: str, runtime: ModelRuntime, bench: BenchmarkC
                      f"({', '.join(bench.model_keys)}) nor a checkpoint directory")
 
 
-def training_tables(run_id: str, config: TrainingRunConfig, steps: list[StepStats], evals: list[EvalResult],
-                    run_record: TrainingRunRecord) -> list[PartitionWrite]:
-    latest_steps = {s.step: s for s in steps}  # a resumed run re-records steps after its checkpoint
-    step_rows = pd.DataFrame([{"run_id": run_id, **s.as_record()} for _, s in sorted(latest_steps.items())],
-                             columns=TRAINING_STEPS.column_names)
-    eval_rows = pd.DataFrame([{"run_id": run_id, "step": e.step, "phase": e.phase, "reward_mean": e.reward_mean,
-                               **{f"{k}_mean": v for k, v in e.component_means.items()}, "samples": e.samples}
-                              for e in evals], columns=TRAINING_EVALS.column_names)
-    key = {"run_id": run_id}
-    return [
-        PartitionWrite(TRAINING_RUNS, key, TRAINING_RUNS.rows([run_record])),
-        PartitionWrite(TRAINING_STEPS, key, pa.Table.from_pandas(step_rows, preserve_index=False)),
-        PartitionWrite(TRAINING_EVALS, key, pa.Table.from_pandas(eval_rows, preserve_index=False)),
-    ]
-
-
 def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
     """The ``rl_run`` asset; its run config defaults to the training settings in ``bench``."""
     TrainingConfig = training_config_class(bench.training)  # a Config class, made per config file
@@ -128,54 +128,70 @@ def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
     return rl_run
 
 
+def progress_postfix(stats: StepStats) -> dict[str, str]:
+    """What the progress bar shows after a step: phase, loss, and for RL reward, accuracy and KL."""
+    shown = {"phase": stats.phase, "loss": f"{stats.loss:.3f}"}
+    for name in ("reward_mean", "accuracy", "kl"):
+        value = getattr(stats, name)
+        if value is not None:
+            shown[name.removesuffix("_mean")] = f"{value:.3f}"
+    return shown
+
+
+def evaluation_summary(result: TrainingResult) -> pd.DataFrame:
+    rows = []
+    for e in result.evals:
+        row = {"step": e.step, "phase": e.phase, "wall_s": round(e.wall_s, 1), "accuracy": round(e.accuracy, 4),
+               "stderr": round(e.report.overall.standard_error, 4), "n": e.n}
+        row.update({kind: round(value.accuracy, 4) for kind, value in e.report.by_type.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: TrainingRunConfig,
           model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    """The body of ``rl_run``: validate, build the rows, train, write the run's tables."""
+    """The body of ``rl_run``: validate, build the environments, train, write the run's tables."""
     rl_config = config.rl_config()  # validates every setting before any model loads
     plan = config.plan()
     run_id = config.run_id()
     base = resolve_base_model(config.base_model, model_runtime, bench)
     model_runtime.apply_threads()
-    seed = bench.seed + config.seed
-    half = config.train_rows // 2
-    train_rows = (synthetic_docvqa_rows(half, seed + TRAIN_SEED_OFFSET, "train")
-                  + synthetic_chartqa_rows(config.train_rows - half, seed + TRAIN_SEED_OFFSET, "train"))
-    held_out = (synthetic_docvqa_rows(config.eval_rows // 2, seed + EVAL_SEED_OFFSET, "heldout")
-                + synthetic_chartqa_rows(config.eval_rows - config.eval_rows // 2, seed + EVAL_SEED_OFFSET, "heldout"))
+    train_env, held_out = config.environments(bench.seed + config.seed)
     run_dir = DATA_DIR / "checkpoints" / run_id
     started, clock = datetime.now(UTC), time.perf_counter()
-
     bar = tqdm(total=plan.total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
 
     def on_step(stats: StepStats) -> None:
         bar.update(stats.step - bar.n)
-        bar.set_postfix(phase=stats.phase, loss=f"{stats.loss:.3f}")
+        bar.set_postfix(progress_postfix(stats))
         rate = stats.step / max(time.perf_counter() - clock, 1e-9)
         context.log.info(f"step {stats.step}/{plan.total_steps} ({stats.phase}) loss {stats.loss:.4f} "
-                         f"reward {stats.reward_mean} kl {stats.kl}; "
+                         f"reward {stats.reward_mean} accuracy {stats.accuracy} kl {stats.kl}; "
                          f"ETA {(plan.total_steps - stats.step) / rate:.0f} s")
 
     def on_eval(evaluation: EvalResult) -> None:
-        context.log.info(f"eval at step {evaluation.step} ({evaluation.phase}): reward {evaluation.reward_mean:.4f}")
+        overall = evaluation.report.overall
+        context.log.info(f"eval at step {evaluation.step} ({evaluation.phase}): accuracy {overall.accuracy:.4f} "
+                         f"± {overall.standard_error:.4f} (n={overall.n})")
 
     with TelemetrySampler(interval_s=model_runtime.telemetry_interval_s,
                           device=model_runtime.torch_device()) as sampler:
-        result = run_training(base, run_dir, rl_config, plan, train_rows, held_out, bench.rewards,
+        result = run_training(base, run_dir, rl_config, plan, train_env, held_out, list(range(len(held_out))),
                               device=model_runtime.device, on_step=on_step, on_eval=on_eval, resume=config.resume)
     bar.close()
-    run_record = TrainingRunRecord.of(run_id, base, rl_config, plan, result, config.model_dump(), started,
-                                      datetime.now(UTC), sampler.summary())
+    settings = {k: v for k, v in config.model_dump().items() if k not in RUN_FIELDS}
+    record = TrainingRunRecord.of(run_id, base, config.env, rl_config, plan, result, settings, started,
+                                  datetime.now(UTC), sampler.summary())
     with duckdb.get_connection() as conn:
         ensure_tables(conn, TRAINING_TABLES)
-        replace_partitions(conn, training_tables(run_id, config, result.steps, result.evals, run_record))
-    evals = pd.DataFrame([{"step": e.step, "phase": e.phase, "reward_mean": round(e.reward_mean, 4),
-                           **{k: round(v, 4) for k, v in e.component_means.items()}} for e in result.evals])
-    warmup = next((e.reward_mean for e in result.evals if e.phase == "warmup"), None)
+        replace_partitions(conn, training_tables(run_id, result, record))
+    final, warmup = result.eval_of("final"), result.eval_of("warmup")
     return dg.MaterializeResult(metadata={
         "run_id": run_id,
         "final_checkpoint": dg.MetadataValue.path(str(result.final_checkpoint)),
-        "reference_quantization_mode": run_record.reference_quantization_mode,
-        "final_reward": result.evals[-1].reward_mean,
-        "warmup_reward": warmup,
-        "evaluations": markdown_preview(evals, rows=50),
+        "reference_quantization_mode": record.reference_quantization_mode,
+        "final_accuracy": final.accuracy if final else None,
+        "warmup_accuracy": warmup.accuracy if warmup else None,
+        "swap_changed": record.swap_changed,
+        "evaluations": markdown_preview(evaluation_summary(result), rows=50),
     })

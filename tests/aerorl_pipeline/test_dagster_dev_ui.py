@@ -17,7 +17,7 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_ui.py"
 
-ASSETS = {"docvqa_rows", "chartqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
+ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
 CHECKS = {
     ("generations", "generations_are_not_prompt_echoes", True),
     ("generations", "generations_latencies_are_valid", False),
@@ -25,6 +25,7 @@ CHECKS = {
     ("reward_scores", "reward_scores_match_generations", True),
     ("benchmark_report", "benchmark_report_has_not_regressed", False),
     ("benchmark_report", "benchmark_report_is_batch_size_invariant", False),
+    ("rl_run", "rl_run_reward_hacking", False),
 }
 
 DEFINITIONS_QUERY = """
@@ -77,8 +78,11 @@ def test_dagster_dev_lists_the_definitions_and_shuts_down_cleanly(ui, tmp_path):
     checks = {(asset, check["name"], check["blocking"])
               for asset, node in nodes.items() for check in node["assetChecksOrError"].get("checks", [])}
     assert checks == CHECKS
-    for node in nodes.values():
+    for asset, node in nodes.items():
         for check in node["assetChecksOrError"].get("checks", []):
+            if asset == "rl_run":  # the reward-hacking guard runs with the (unpartitioned) training job
+                assert "training" in check["jobNames"] and check["partitionDefinition"] is None, check
+                continue
             assert "benchmark" in check["jobNames"], check["name"]  # they run with the partition
             assert check["partitionDefinition"]["type"] == "MULTIPARTITIONED"
 
@@ -90,9 +94,10 @@ def test_a_child_that_inherited_ignored_sigint_still_stops(ui):
     """A shell's background job starts with SIGINT ignored; the launcher restores the default."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `cmd &` in a script does to us
     try:
-        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                                   start_new_session=True, preexec_fn=ui._default_signals)
+        process = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                                   start_new_session=True, preexec_fn=ui._default_signals, stdout=subprocess.PIPE)
     finally:
         signal.signal(signal.SIGINT, previous)
+    assert process.stdout.readline() == b"ready\n"  # interpreter started: SIGINT now meets its own handler
     assert ui.stop_group(process, grace_s=10) == ["SIGINT"]
     assert process.returncode == -signal.SIGINT

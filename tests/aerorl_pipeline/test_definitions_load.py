@@ -25,7 +25,7 @@ def asset_names(keys) -> set[str]:
 def test_every_definition_resolves():
     dg.Definitions.validate_loadable(defs)
     assert asset_names(defs.resolve_all_asset_keys()) == {
-        "docvqa_rows", "chartqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
+        "docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
     assert defs.resolve_schedule_def("nightly_benchmark").job_name == "benchmark"
     assert set(defs.resources) >= {"model_runtime", "duckdb", "io_manager"}
 

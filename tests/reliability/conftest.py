@@ -29,7 +29,7 @@ from PIL import Image
 
 DRIVER = Path(__file__).with_name("partition_driver.py")
 
-ROW_LIMIT = 2  # per dataset, so 4 rows in all
+ROW_LIMIT = 2  # per dataset, so 6 rows in all (docvqa, chartqa, easy_vqa)
 MAX_NEW_TOKENS = 3
 MODEL_KEY = "tiny-qwen2-vl"
 PARTITION_TABLES = ("generations", "reward_scores", "benchmark_summary")
@@ -45,8 +45,12 @@ def partition_key(batch_size: int, model_key: str = MODEL_KEY) -> dg.MultiPartit
     return dg.MultiPartitionKey({"model": model_key, "batch_size": str(batch_size)})
 
 
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
+"""The shipped config's rows assets."""
+
+
 def rows_run_config(limit: int = ROW_LIMIT) -> dict:
-    return {"ops": {name: {"config": {"limit": limit}} for name in ("docvqa_rows", "chartqa_rows")}}
+    return {"ops": {name: {"config": {"limit": limit}} for name in ROWS_ASSETS}}
 
 
 def partition_run_config(max_new_tokens: int = MAX_NEW_TOKENS) -> dict:
@@ -73,7 +77,7 @@ class Bench:
     def materialize_rows(self, run_tag: str, limit: int = ROW_LIMIT) -> dg.ExecuteInProcessResult:
         from assets.runs import BENCHMARK_RUN_TAG
 
-        rows = [self.defs.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows")]
+        rows = [self.defs.get_assets_def(name) for name in ROWS_ASSETS]
         return dg.materialize(rows, resources=self.env.resources, instance=self.env.instance,
                               tags={BENCHMARK_RUN_TAG: run_tag}, run_config=rows_run_config(limit))
 

@@ -38,6 +38,8 @@ import pytest
 POOL = "duckdb_writer"
 BATCH_SIZES = (1, 4, 8)
 RUN_TAG = "concurrent-partitions"
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
+SAMPLES = 6  # conftest's 2 rows of each of the 3 datasets
 BLOCKED_MESSAGE = f"Step blocked by limit for pool {POOL}"
 
 
@@ -67,8 +69,8 @@ def report_window(instance: dg.DagsterInstance, run_id: str) -> tuple[float, flo
 @pytest.mark.slow
 def test_parallel_partitions_all_succeed_and_keep_exactly_their_rows(bench, launch_partition, dagster_home):
     rows = bench.materialize_rows(RUN_TAG)
-    input_ids = sorted(rows.output_for_node("docvqa_rows").column("sample_id").to_pylist()
-                       + rows.output_for_node("chartqa_rows").column("sample_id").to_pylist())
+    input_ids = sorted(sample_id for name in ROWS_ASSETS
+                       for sample_id in rows.output_for_node(name).column("sample_id").to_pylist())
 
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:  # created once, before sharing
         storage = instance.event_log_storage
@@ -103,13 +105,16 @@ def test_parallel_partitions_all_succeed_and_keep_exactly_their_rows(bench, laun
         assert storage.get_concurrency_info(POOL).claimed_slots == []
 
     for size in BATCH_SIZES:
-        assert bench.partition_counts(RUN_TAG, size) == {"generations": 4, "reward_scores": 4,
-                                                         "benchmark_summary": 1}
+        assert bench.partition_counts(RUN_TAG, size) == {"generations": SAMPLES, "reward_scores": SAMPLES,
+                                                         "benchmark_summary": len(ROWS_ASSETS)}
         stored = bench.query("SELECT sample_id, batch_index FROM generations WHERE run_id = ? AND batch_size = ?",
                              [RUN_TAG, size])
         assert sorted(sample for sample, _ in stored) == input_ids
-        assert sorted(index for _, index in stored) == [i // size for i in range(4)]
-    assert bench.query("SELECT count(*) FROM generations")[0][0] == 12
+        assert sorted(index for _, index in stored) == [i // size for i in range(SAMPLES)]
+        summary = bench.query("SELECT dataset, samples FROM benchmark_summary WHERE run_id = ? AND batch_size = ? "
+                              "ORDER BY dataset", [RUN_TAG, size])
+        assert summary == [("chartqa", 2), ("docvqa", 2), ("easy_vqa", 2)]  # one row per dataset
+    assert bench.query("SELECT count(*) FROM generations")[0][0] == SAMPLES * len(BATCH_SIZES)
     assert bench.query("SELECT count(*) FROM runs WHERE run_id = ?", [RUN_TAG])[0][0] == 1
 
 

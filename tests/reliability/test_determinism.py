@@ -21,22 +21,28 @@ from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
 
 PROJECT = build_definitions()  # the shipped config file
-docvqa_rows, chartqa_rows = PROJECT.get_assets_def("docvqa_rows"), PROJECT.get_assets_def("chartqa_rows")
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")  # its [datasets] tables
+ROWS_DEFS = [PROJECT.get_assets_def(name) for name in ROWS_ASSETS]
+ROW_LIMIT = 2  # conftest's rows per dataset
 
 RUN_A, RUN_B = "determinism-a", "determinism-b"
-GENERATED = ("sample_id", "dataset", "prompt", "response", "raw_response", "reference", "claimed_entities",
+GENERATED = ("dataset", "sample_id", "prompt", "response", "raw_response", "reference", "claimed_entities",
              "generated_tokens", "prompt_text_tokens", "vision_tokens", "batch_index")
-SCORED = ("sample_id", "verifier", "grounding", "format", "cost", "total_reward", "passed", "manual_pass", "anls",
-          "relaxed_accuracy", "reward_config")
+SCORED = ("dataset", "sample_id", "verifier", "grounding", "format", "cost", "total_reward", "passed",
+          "manual_pass", "anls", "relaxed_accuracy", "correct", "reward_config")
 
 
 def row_files(bench) -> dict[str, bytes]:
-    return {name: (bench.cache_dir / name / "all.parquet").read_bytes() for name in ("docvqa_rows", "chartqa_rows")}
+    return {name: (bench.cache_dir / name / "all.parquet").read_bytes() for name in ROWS_ASSETS}
+
+
+def cached_hashes(bench) -> dict[str, str]:
+    return input_hashes({name: pq.read_table(bench.cache_dir / name / "all.parquet") for name in ROWS_ASSETS})
 
 
 def stored(bench, table: str, columns: tuple[str, ...], run_id: str) -> list[tuple]:
     return bench.query(f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ? AND batch_size = 4 "
-                       "ORDER BY sample_id", [run_id])
+                       "ORDER BY dataset, sample_id", [run_id])
 
 
 def test_same_config_and_seed_reproduce_rows_generations_and_scores(bench):
@@ -50,7 +56,10 @@ def test_same_config_and_seed_reproduce_rows_generations_and_scores(bench):
     assert rows_a == rows_b  # byte-identical Parquet: questions, answers, rendered images
     assert run_a.run_id != run_b.run_id
     generations_a = stored(bench, "generations", GENERATED, RUN_A)
-    assert len(generations_a) == 4 and all(row[3] for row in generations_a)  # four non-empty answers
+    # every configured dataset's rows go through the partition: 2 each of chartqa, docvqa, easy_vqa
+    assert [row[0] for row in generations_a] == [name for name in ("chartqa", "docvqa", "easy_vqa")
+                                                 for _ in range(ROW_LIMIT)]
+    assert all(row[3] for row in generations_a)  # six non-empty answers
     assert generations_a == stored(bench, "generations", GENERATED, RUN_B)
     assert stored(bench, "reward_scores", SCORED, RUN_A) == stored(bench, "reward_scores", SCORED, RUN_B)
 
@@ -58,8 +67,7 @@ def test_same_config_and_seed_reproduce_rows_generations_and_scores(bench):
             in bench.query("SELECT run_id, seeds, library_versions, input_hashes FROM runs ORDER BY run_id")}
     assert set(runs) == {RUN_A, RUN_B}
     seed = benchmark_config().seed
-    expected_hashes = input_hashes(*(pq.read_table(bench.cache_dir / name / "all.parquet")
-                                     for name in ("docvqa_rows", "chartqa_rows")))
+    expected_hashes = cached_hashes(bench)
     for seeds, versions, hashes in runs.values():
         assert seeds == {"benchmark": seed, "generation": seed}
         assert versions["torch"] == importlib.metadata.version("torch")
@@ -71,15 +79,13 @@ def test_same_config_and_seed_reproduce_rows_generations_and_scores(bench):
 def test_a_different_seed_changes_the_rows_and_their_input_hash(bench):
     bench.materialize_rows(RUN_A)
     default = row_files(bench)
-    hashes = input_hashes(*(pq.read_table(bench.cache_dir / name / "all.parquet")
-                            for name in ("docvqa_rows", "chartqa_rows")))
-    reseeded = {"ops": {name: {"config": {"limit": 2, "seed": benchmark_config().seed + 1}}
-                        for name in ("docvqa_rows", "chartqa_rows")}}
-    dg.materialize([docvqa_rows, chartqa_rows], resources=bench.env.resources, instance=bench.env.instance,
+    hashes = cached_hashes(bench)
+    reseeded = {"ops": {name: {"config": {"limit": ROW_LIMIT, "seed": benchmark_config().seed + 1}}
+                        for name in ROWS_ASSETS}}
+    dg.materialize(ROWS_DEFS, resources=bench.env.resources, instance=bench.env.instance,
                    tags={BENCHMARK_RUN_TAG: RUN_B}, run_config=reseeded)
 
     changed = row_files(bench)
     assert all(default[name] != changed[name] for name in default)
-    rehashed = input_hashes(*(pq.read_table(bench.cache_dir / name / "all.parquet")
-                              for name in ("docvqa_rows", "chartqa_rows")))
+    rehashed = cached_hashes(bench)
     assert all(hashes[name] != rehashed[name] for name in hashes)

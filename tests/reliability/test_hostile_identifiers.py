@@ -32,7 +32,7 @@ from assets.io_managers import ParquetTableIOManager
 from assets.runs import BENCHMARK_RUN_TAG
 
 PROJECT = build_definitions()  # the shipped config file
-docvqa_rows, chartqa_rows = PROJECT.get_assets_def("docvqa_rows"), PROJECT.get_assets_def("chartqa_rows")
+ROWS_DEFS = [PROJECT.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")]
 
 HOSTILE = [
     "a'; DROP TABLE runs;--",
@@ -198,9 +198,9 @@ def test_hostile_run_tag_and_sample_ids_through_a_real_partition(tmp_path, bench
     watched = (tmp_path.parent, models_dir)  # this session's tmp folders (other tests' and the model's)
     before = snapshot(*watched)
     rows_config = {"ops": {"docvqa_rows": {"config": {"files": [str(inputs)]}},
-                           "chartqa_rows": {"config": {"limit": 1}}}}
+                           "chartqa_rows": {"config": {"limit": 1}}, "easy_vqa_rows": {"config": {"limit": 1}}}}
 
-    dg.materialize([docvqa_rows, chartqa_rows], resources=bench.env.resources, instance=bench.env.instance,
+    dg.materialize(ROWS_DEFS, resources=bench.env.resources, instance=bench.env.instance,
                    tags={BENCHMARK_RUN_TAG: HOSTILE_RUN_TAG}, run_config=rows_config)
     result = bench.run_partition(4, HOSTILE_RUN_TAG)
 
@@ -218,7 +218,8 @@ def test_hostile_run_tag_and_sample_ids_through_a_real_partition(tmp_path, bench
             stored = conn.execute(f"SELECT sample_id FROM {table} WHERE run_id = ? AND sample_id LIKE 'docvqa-%' "
                                   "ORDER BY sample_id", [HOSTILE_RUN_TAG]).fetchall()
             assert [sample_id for (sample_id,) in stored] == expected_ids
-        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == 4
+        # the 3 hostile DocVQA rows, 1 ChartQA row, 1 easy-VQA row
+        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == 5
         assert conn.execute("SELECT run_id FROM runs").fetchall() == [(HOSTILE_RUN_TAG,)]
 
 
@@ -232,7 +233,7 @@ def test_training_run_name_cannot_point_checkpoints_outside_data(dagster_env, mo
         raise RuntimeError("stop before training")
 
     monkeypatch.setattr("assets.training.rl_run.run_training", capture_run_dir)
-    settings = {"run_name": "../../outside-data", "train_rows": 2, "eval_rows": 2}
+    settings = {"run_name": "../../outside-data", "train_limit": 2, "eval_size": 2}
     rl_run = PROJECT.get_assets_def("rl_run")
     result = dg.materialize([rl_run], resources=dagster_env.resources, instance=dagster_env.instance,
                             run_config={"ops": {"rl_run": {"config": settings}}}, raise_on_error=False)

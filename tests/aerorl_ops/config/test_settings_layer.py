@@ -47,8 +47,8 @@ def test_a_file_with_only_the_required_keys_parses_to_the_dataclass_defaults():
     config = parse_benchmark_config(MINIMAL, path="bench.toml")
     assert (config.generation, config.rewards, config.training) == (
         GenerationSettings(), RewardSettings(), TrainingSettings())
-    assert (config.docvqa_rows, config.chartqa_rows, config.seed) == tuple(
-        default_of(f) for f in fields(BenchmarkConfig) if f.name in ("docvqa_rows", "chartqa_rows", "seed"))
+    assert (config.seed, config.datasets) == tuple(
+        default_of(f) for f in fields(BenchmarkConfig) if f.name in ("datasets", "seed"))
 
 
 def test_every_section_maps_onto_its_dataclass():
@@ -68,9 +68,10 @@ def test_every_section_maps_onto_its_dataclass():
     ({"benchmark": {"batch_sizes": [1], "max_new_tokens": 8}}, "benchmark.max_new_tokens",
      "belongs in [generation] or [training], not in [benchmark]"),
     ({"generation": {"seed": 3}}, "generation.seed", "belongs in [benchmark] or [training]"),
-    ({"training": {"stepz": 3}}, "training", "has unknown keys ['stepz']; known keys: base_model, algorithm"),
+    ({"training": {"stepz": 3}}, "training", "has unknown keys ['stepz']; known keys: base_model, env, train_split"),
     ({"reward": {"target_tokens": 3}}, "reward", "is not a table of this file"),
-    ({"training": {"algorithm": "ppo"}}, "training.algorithm", "must be one of ('grpo', 'reinforce_pp'), got 'ppo'"),
+    ({"training": {"algorithm": "ppo"}}, "training.algorithm", "must be one of ('grpo', 'dr_grpo', 'rloo', "
+     "'reinforce_pp'), got 'ppo'"),
     ({"training": {"quant_bits": 3}}, "training.quant_bits", "must be 4 (nf4), 8 (int8) or 16, got 3"),
     ({"training": {"kl_coef": -1}}, "training.kl_coef", "must be >= 0, got -1"),
     ({"training": {"group_size": 0}}, "training.group_size", "must be a positive integer, got 0"),
@@ -103,7 +104,7 @@ def test_library_training_defaults_read_from_the_settings_layer():
             plan.checkpoint_interval) == (
         TRAINING_DEFAULTS.warmup_steps, TRAINING_DEFAULTS.warmup_learning_rate, TRAINING_DEFAULTS.steps,
         TRAINING_DEFAULTS.prompts_per_step, TRAINING_DEFAULTS.eval_interval, TRAINING_DEFAULTS.checkpoint_interval)
-    assert (config.quant_ref_bits, config.group_size, config.learning_rate, plan.warmup_steps) == (4, 8, 3e-4, 100)
+    assert (config.quant_ref_bits, config.group_size, config.learning_rate, plan.warmup_steps) == (8, 8, 1e-3, 30)
 
 
 def test_aerorl_s_own_reward_defaults_are_kept_apart():

@@ -10,7 +10,8 @@ import pytest
 MODULES = [
     "aerorl_ops.envs.base",
     "aerorl_ops.envs.easy_vqa",
-    "aerorl_ops.envs.exact_match",
+    "aerorl_ops.text.exact_match",
+    "aerorl_ops.envs.configured",
     "aerorl_ops.envs.items",
     "aerorl_ops.envs.jsonl_task",
     "aerorl_ops.envs.messages",

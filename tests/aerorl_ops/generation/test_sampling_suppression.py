@@ -1,10 +1,11 @@
 """Sampling never emits special tokens, even from a policy whose logits favour ``<|image_pad|>``."""
 
 import torch
+from PIL import Image
 
+from aerorl_ops.envs.types import Observation
 from aerorl_ops.generation.suppression import suppressed_token_ids
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.rollout import sample_completions
+from aerorl_ops.rl.rollout import Sampling, encode_observations, generate_replies
 
 
 class _FavourToken(torch.nn.Module):
@@ -32,17 +33,22 @@ def test_suppressed_ids_are_the_special_tokens_except_eos(tiny_vlm):
     assert set(range(len(tokenizer), len(tokenizer) + 64)) <= set(ids)
 
 
-def test_a_policy_that_favours_image_pad_never_samples_it(fresh_tiny_vlm, few_rows):
+def test_a_policy_that_favours_image_pad_never_samples_it(fresh_tiny_vlm):
     tokenizer = fresh_tiny_vlm.tokenizer
     image_pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
     model = fresh_tiny_vlm.model
     model.lm_head = _FavourToken(model.lm_head, image_pad)
     torch.manual_seed(0)
+    observations = [Observation(images=(Image.new("RGB", (64, 64), colour),),
+                                messages=[{"role": "user", "content": [{"type": "image"},
+                                                                       {"type": "text", "text": "what color?"}]}])
+                    for colour in ("red", "blue")]
 
-    batch, texts, _ = sample_completions(fresh_tiny_vlm, few_rows[:2], AeroRLConfig(max_new_tokens=6))
+    inputs = encode_observations(fresh_tiny_vlm, observations)
+    replies = generate_replies(fresh_tiny_vlm, inputs, max_new_tokens=6, sampling=Sampling())
 
-    completion_ids = batch.input_ids[batch.completion_mask]
-    assert completion_ids.numel() > 0
+    sampled = [token for ids in replies.token_ids for token in ids]
+    assert len(sampled) >= 2  # at least one token per reply
     special = set(suppressed_token_ids(tokenizer, [tokenizer.convert_tokens_to_ids("<|im_end|>")]))
-    assert not special & set(completion_ids.tolist())
-    assert int(batch.vision_mask.sum()) == int((batch.input_ids == image_pad).sum())  # no extra placeholders
+    assert image_pad in special
+    assert not special & set(sampled)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from aerorl_ops.generation.partition_run import PartitionStats
-from aerorl_ops.reporting.partition_summary import SummaryRow, summary_row, verifier_metric_agreement
+from aerorl_ops.reporting.partition_summary import SummaryRow, summary_row, summary_rows, verifier_metric_agreement
 from aerorl_ops.telemetry import TelemetrySample, TelemetrySummary, summarize
 from aerorl_ops.telemetry.nvml import GpuReading
 
@@ -24,6 +24,7 @@ SCORES = pd.DataFrame({
     # docvqa rows have ANLS, chartqa rows relaxed accuracy
     "anls": [1.0, None, 0.2, None],
     "relaxed_accuracy": [None, 1.0, None, 0.0],
+    "correct": [True, True, False, False],
 })
 
 
@@ -43,7 +44,7 @@ def stats(wall_s: float = 2.0) -> PartitionStats:
 
 @pytest.fixture(scope="module")
 def row() -> SummaryRow:
-    return summary_row(GENERATIONS, SCORES, stats())
+    return summary_row(GENERATIONS, SCORES, stats(), dataset="all")
 
 
 def test_throughput_and_latency_percentiles(row):
@@ -63,6 +64,21 @@ def test_pass_rates_and_averages(row):
     assert row.format_avg == pytest.approx(0.675)
     assert row.anls_avg == pytest.approx(0.6)  # missing values are skipped, not zeros
     assert row.relaxed_accuracy_avg == pytest.approx(0.5)
+    assert row.accuracy == 0.5
+
+
+def test_one_row_per_dataset_with_its_share_of_the_wall_time():
+    """Rows 0-2 are docvqa, row 3 easy_vqa; batches of 2 took 300 ms and 100 ms; the partition took 2 s."""
+    generations = GENERATIONS.assign(sample_id=list("abcd"), dataset=["docvqa", "docvqa", "docvqa", "easy_vqa"],
+                                     batch_index=[0, 0, 1, 1], batch_latency_ms=[300.0, 300.0, 100.0, 100.0])
+    scores = SCORES.assign(sample_id=list("abcd"))
+    docs, easy = summary_rows(generations, scores, stats(wall_s=2.0))
+    assert (docs.dataset, docs.samples, docs.accuracy, docs.pass_rate) == ("docvqa", 3, 2 / 3, 2 / 3)
+    assert (easy.dataset, easy.samples, easy.accuracy, easy.pass_rate) == ("easy_vqa", 1, 0.0, 0.0)
+    # raw shares 150 + 150 + 50 = 350 ms and 50 ms, scaled to 2 s: 1.75 s and 0.25 s
+    assert (docs.wall_s, easy.wall_s) == pytest.approx((1.75, 0.25))
+    assert docs.samples_per_s == pytest.approx(3 / 1.75)
+    assert easy.latency_p50_ms == 40.0 and docs.latency_p50_ms == 20.0
 
 
 def test_verifier_metric_agreement(row):
@@ -82,7 +98,7 @@ def test_telemetry_columns_come_from_the_sampler_summary(row):
 
 
 def test_zero_wall_time_gives_no_rate_instead_of_dividing_by_zero():
-    row = summary_row(GENERATIONS, SCORES, stats(wall_s=0.0))
+    row = summary_row(GENERATIONS, SCORES, stats(wall_s=0.0), dataset="all")
     assert row.samples_per_s is None and row.generated_tokens_per_s is None
     assert not math.isnan(row.latency_p95_ms)
 
@@ -90,7 +106,7 @@ def test_zero_wall_time_gives_no_rate_instead_of_dividing_by_zero():
 def test_without_telemetry_the_telemetry_columns_are_empty():
     unmeasured = PartitionStats(model_source="/m", device="cpu", batch_size=4, samples=4, wall_s=2.0,
                                 model_load_s=0.5, telemetry=None, generation={})
-    row = summary_row(GENERATIONS, SCORES, unmeasured)
+    row = summary_row(GENERATIONS, SCORES, unmeasured, dataset="all")
     assert row.gpu_seen is False
     assert (row.peak_memory_mb, row.gpu_util_avg, row.cpu_percent_avg, row.rss_max_mb) == (None, None, None, None)
     assert row.samples == 4

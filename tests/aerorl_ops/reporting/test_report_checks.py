@@ -15,7 +15,7 @@ from aerorl_ops.reporting.checks import (
     Regression,
     latency_findings,
     nan_score_findings,
-    previous_run,
+    previous_runs,
     prompt_echo_findings,
     regressions,
     response_drift,
@@ -116,8 +116,8 @@ def conn():
     with duckdb.connect(":memory:") as connection:
         ensure_tables(connection)
         connection.executemany(
-            "INSERT INTO benchmark_summary (run_id, model_key, batch_size, created_at, samples_per_s, pass_rate) "
-            "VALUES (?, 'm', ?, ?, ?, ?)",
+            "INSERT INTO benchmark_summary (run_id, model_key, batch_size, dataset, created_at, samples_per_s, "
+            "pass_rate) VALUES (?, 'm', ?, 'docvqa', ?, ?, ?)",
             [("r1", 1, t0, 10.0, 0.5), ("r2", 1, t0 + timedelta(days=1), 8.0, 0.5),
              ("r2", 8, t0 + timedelta(days=1), 40.0, 0.5), ("r3", 1, t0 + timedelta(days=2), 9.0, 0.25)])
         connection.executemany(
@@ -127,17 +127,23 @@ def conn():
         yield connection
 
 
-def test_previous_run_reads_the_same_model_and_batch_size(conn):
-    found = previous_run(conn, "r2", "m", 1)
-    assert found.previous_run_id == "r1"
+def test_previous_run_reads_the_same_model_batch_size_and_dataset(conn):
+    metrics = ("pass_rate", "samples_per_s")
+    (found,) = previous_runs(conn, "r2", "m", 1, metrics)
+    assert (found.previous_run_id, found.dataset) == ("r1", "docvqa")
     assert found.current == {"pass_rate": 0.5, "samples_per_s": 8.0}
     assert found.previous == {"pass_rate": 0.5, "samples_per_s": 10.0}
-    assert previous_run(conn, "r3", "m", 1).previous == {"pass_rate": 0.5, "samples_per_s": 8.0}
-    first_at_8 = previous_run(conn, "r2", "m", 8)
+    assert previous_runs(conn, "r3", "m", 1, metrics)[0].previous == {"pass_rate": 0.5, "samples_per_s": 8.0}
+    (first_at_8,) = previous_runs(conn, "r2", "m", 8, metrics)
     assert first_at_8.previous_run_id is None and first_at_8.previous == {"pass_rate": None, "samples_per_s": None}
-    assert previous_run(conn, "r9", "m", 1) is None
+    assert previous_runs(conn, "r9", "m", 1) == []
+    conn.execute("INSERT INTO benchmark_summary (run_id, model_key, batch_size, dataset, created_at, accuracy) "
+                 "VALUES ('r3', 'm', 1, 'easy_vqa', ?, 0.75)", [datetime(2026, 3, 3, tzinfo=UTC)])
+    by_dataset = {run.dataset: run for run in previous_runs(conn, "r3", "m", 1)}
+    assert by_dataset["easy_vqa"].previous_run_id is None  # each dataset has its own history
+    assert by_dataset["easy_vqa"].current["accuracy"] == 0.75 and by_dataset["docvqa"].previous_run_id == "r2"
     with pytest.raises(ValueError, match="tracks"):
-        previous_run(conn, "r2", "m", 1, metrics=("peak_memory_mb",))
+        previous_runs(conn, "r2", "m", 1, metrics=("peak_memory_mb",))
 
 
 def test_batch_size_drift_compares_responses_per_sample(conn):

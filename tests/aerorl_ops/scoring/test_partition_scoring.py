@@ -21,6 +21,7 @@ from aerorl_ops.rewards.evaluate import evaluate_records
 from aerorl_ops.rewards.verifiers import prediction_text
 from aerorl_ops.scoring.partition_scores import (
     SCORE_SCHEMA,
+    is_correct,
     manual_pass,
     reward_config,
     reward_stack_for,
@@ -144,7 +145,10 @@ def per_record_scores(generations: pa.Table, reward_settings: RewardSettings) ->
                      **{name: result["reward"]["components"][name] for name in REWARD_COMPONENT_NAMES},
                      "total_reward": total, "passed": total >= reward_settings.pass_threshold,
                      "manual_pass": manual_pass(record["response"], references), "anls": anls_score,
-                     "relaxed_accuracy": relaxed, "reward_config": reward_config(reward_settings)})
+                     "relaxed_accuracy": relaxed,
+                     "correct": is_correct(record["metadata"]["dataset"], record["response"], references,
+                                           anls_score, relaxed),
+                     "reward_config": reward_config(reward_settings)})
     return pa.Table.from_pylist(rows, schema=SCORE_SCHEMA)
 
 

@@ -15,7 +15,7 @@ import pytest
 from aerorl_ops.generation.records import GENERATION_SCHEMA
 from aerorl_ops.reporting.partition_summary import SummaryRow
 from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.training_run import TrainingRunRecord
+from aerorl_ops.rl.training_record import TrainingRunRecord
 from aerorl_ops.scoring.partition_scores import SCORE_SCHEMA
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partition
 from aerorl_ops.storage.schema import (
@@ -49,16 +49,17 @@ TABLES = {
         "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, sample_id VARCHAR "
         "NOT NULL, dataset VARCHAR, verifier DOUBLE, grounding DOUBLE, format DOUBLE, cost DOUBLE, "
         "total_reward DOUBLE, passed BOOLEAN, manual_pass BOOLEAN, anls DOUBLE, relaxed_accuracy DOUBLE, "
-        "reward_config JSON"
+        "correct BOOLEAN, reward_config JSON"
     ),
     "benchmark_summary": (
-        "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, model_source "
-        "VARCHAR, device VARCHAR, samples INTEGER, wall_s DOUBLE, samples_per_s DOUBLE, "
+        "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, dataset VARCHAR NOT "
+        "NULL, model_source VARCHAR, device VARCHAR, samples INTEGER, wall_s DOUBLE, samples_per_s DOUBLE, "
         "generated_tokens_per_s DOUBLE, latency_avg_ms DOUBLE, latency_p50_ms DOUBLE, latency_p95_ms DOUBLE, "
         "model_load_s DOUBLE, pass_rate DOUBLE, manual_pass_rate DOUBLE, manual_false_passes INTEGER, "
         "average_reward DOUBLE, verifier_avg DOUBLE, grounding_avg DOUBLE, format_avg DOUBLE, cost_avg "
         "DOUBLE, anls_avg DOUBLE, relaxed_accuracy_avg DOUBLE, verifier_metric_agreement DOUBLE, "
-        "peak_memory_mb DOUBLE, gpu_seen BOOLEAN, gpu_util_avg DOUBLE, gpu_util_max DOUBLE, gpu_memory_avg_mb "
+        "accuracy DOUBLE, peak_memory_mb DOUBLE, gpu_seen BOOLEAN, gpu_util_avg DOUBLE, gpu_util_max DOUBLE, "
+        "gpu_memory_avg_mb "
         "DOUBLE, gpu_memory_max_mb DOUBLE, gpu_power_avg_w DOUBLE, cpu_percent_avg DOUBLE, rss_max_mb DOUBLE, "
         "created_at TIMESTAMPTZ"
     ),
@@ -67,22 +68,27 @@ TABLES = {
         "VARCHAR, reason VARCHAR NOT NULL"
     ),
     "training_runs": (
-        "run_id VARCHAR NOT NULL, base_model VARCHAR, algorithm VARCHAR, quant_ref_bits INTEGER, "
-        "reference_quantization_mode VARCHAR, reference_source VARCHAR, final_checkpoint VARCHAR, steps "
-        "INTEGER, resumed_from_step INTEGER, config JSON, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, "
-        "telemetry JSON"
+        "run_id VARCHAR NOT NULL, base_model VARCHAR, env VARCHAR, algorithm VARCHAR, quant_ref_bits INTEGER, "
+        "reference_quantization_mode VARCHAR, reference_source VARCHAR, reference_loaded BOOLEAN, "
+        "final_checkpoint VARCHAR, steps INTEGER, resumed_from_step INTEGER, swap_question_type VARCHAR, "
+        "swap_questions INTEGER, swap_changed DOUBLE, config JSON, started_at TIMESTAMPTZ, finished_at "
+        "TIMESTAMPTZ, telemetry JSON"
     ),
     "training_steps": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, loss DOUBLE, reward_mean DOUBLE, "
-        "reward_std DOUBLE, verifier_mean DOUBLE, verifier_std DOUBLE, grounding_mean DOUBLE, grounding_std "
-        "DOUBLE, format_mean DOUBLE, format_std DOUBLE, cost_mean DOUBLE, cost_std DOUBLE, kl DOUBLE, entropy "
-        "DOUBLE, clip_fraction DOUBLE, response_length DOUBLE, masked_token_fraction DOUBLE, "
-        "vision_token_fraction DOUBLE, tokens_per_s DOUBLE, step_s DOUBLE, grad_norm DOUBLE, peak_memory_mb "
-        "DOUBLE"
+        "reward_std DOUBLE, accuracy DOUBLE, kl DOUBLE, entropy DOUBLE, clip_fraction DOUBLE, "
+        "response_clip_ratio DOUBLE, response_length DOUBLE, masked_token_fraction DOUBLE, "
+        "vision_token_fraction DOUBLE, tokens_per_s DOUBLE, step_s DOUBLE, grad_norm DOUBLE, learning_rate "
+        "DOUBLE, skipped BOOLEAN, peak_memory_mb DOUBLE"
     ),
     "training_evals": (
-        "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, reward_mean DOUBLE, verifier_mean "
-        "DOUBLE, grounding_mean DOUBLE, format_mean DOUBLE, cost_mean DOUBLE, samples INTEGER"
+        "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, wall_s DOUBLE, accuracy DOUBLE, "
+        "accuracy_stderr DOUBLE, n INTEGER, reward_mean DOUBLE, verifier_mean DOUBLE, grounding_mean DOUBLE, "
+        "format_mean DOUBLE, cost_mean DOUBLE, samples INTEGER"
+    ),
+    "training_eval_types": (
+        "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR NOT NULL, question_type VARCHAR NOT NULL, "
+        "accuracy DOUBLE, n INTEGER"
     ),
 }
 
@@ -151,11 +157,13 @@ def test_typed_records_have_their_tables_columns_in_order():
 
 def summary(**changes) -> SummaryRow:
     row = SummaryRow(
-        model_source="/models/tiny", device="cpu", samples=96, wall_s=12.25, samples_per_s=96 / 12.25,
+        dataset="easy_vqa", model_source="/models/tiny", device="cpu", samples=96, wall_s=12.25,
+        samples_per_s=96 / 12.25,
         generated_tokens_per_s=0.1 + 0.2, latency_avg_ms=1e-300, latency_p50_ms=5e-324, latency_p95_ms=1e300,
         model_load_s=0.5, pass_rate=1 / 3, manual_pass_rate=None, manual_false_passes=2, average_reward=-0.21,
         verifier_avg=-0.5, grounding_avg=0.0, format_avg=-0.3, cost_avg=0.875, anls_avg=None,
-        relaxed_accuracy_avg=None, verifier_metric_agreement=0.75, peak_memory_mb=512.123456789, gpu_seen=True,
+        relaxed_accuracy_avg=None, verifier_metric_agreement=0.75, accuracy=0.625, peak_memory_mb=512.123456789,
+        gpu_seen=True,
         gpu_util_avg=60.0, gpu_util_max=None, gpu_memory_avg_mb=2000.0, gpu_memory_max_mb=3000.0,
         gpu_power_avg_w=150.5, cpu_percent_avg=100.0, rss_max_mb=600.0,
         created_at=datetime(2026, 3, 4, 2, 30, 1, 123456, tzinfo=UTC),
@@ -176,9 +184,10 @@ def test_a_summary_row_lands_in_duckdb_with_exactly_its_values(tmp_path: Path):
 
 def test_a_training_run_record_lands_in_duckdb_with_exactly_its_values():
     record = TrainingRunRecord(
-        run_id="rl-grpo-s0", base_model="/models/tiny", algorithm="grpo", quant_ref_bits=4,
-        reference_quantization_mode="nf4", reference_source="data/checkpoints/rl/warmup",
+        run_id="rl-grpo-s0", base_model="/models/tiny", env="easy_vqa", algorithm="grpo", quant_ref_bits=4,
+        reference_quantization_mode="nf4", reference_source="data/checkpoints/rl/warmup", reference_loaded=True,
         final_checkpoint="data/checkpoints/rl/step-40", steps=40, resumed_from_step=0,
+        swap_question_type="colour", swap_questions=64, swap_changed=0.78125,
         config=json.dumps({"training": {"steps": 40}, "aerorl": {"kl_coef": 0.04}}),
         started_at=datetime(2026, 3, 4, 2, 0, tzinfo=UTC),
         finished_at=datetime(2026, 3, 4, 2, 9, 59, 999999, tzinfo=UTC),

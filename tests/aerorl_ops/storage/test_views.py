@@ -50,8 +50,8 @@ def conn():
         connection.executemany(
             "INSERT INTO runs (run_id, kind, started_at, finished_at) VALUES (?, 'benchmark', ?, ?)", RUNS)
         connection.executemany(
-            "INSERT INTO benchmark_summary (run_id, model_key, batch_size, created_at, samples_per_s, pass_rate, "
-            "latency_p95_ms, average_reward) VALUES (?, 'tiny', ?, ?, ?, ?, ?, ?)", SUMMARIES)
+            "INSERT INTO benchmark_summary (run_id, model_key, batch_size, dataset, created_at, samples_per_s, "
+            "pass_rate, latency_p95_ms, average_reward) VALUES (?, 'tiny', ?, 'docvqa', ?, ?, ?, ?, ?)", SUMMARIES)
         for (run_id, batch, sample_id, dataset, response, reference, verifier, total, passed, manual,
              anls, relaxed) in SAMPLES:
             connection.execute(
@@ -126,3 +126,16 @@ def test_disagreements_match_the_summary_agreement_rule(conn):
         graded = group[["anls", "relaxed_accuracy"]].notna().any(axis=1).sum()
         expected = verifier_metric_agreement(group.reset_index(drop=True))
         assert 1 - disagreements.get(f"{run_id}/{batch}", 0) / graded == pytest.approx(expected)
+
+
+def test_latest_summary_and_trends_are_per_dataset(conn):
+    """A second dataset in the same partitions: its own latest row and its own history."""
+    conn.executemany(
+        "INSERT INTO benchmark_summary (run_id, model_key, batch_size, dataset, created_at, accuracy) "
+        "VALUES (?, 'tiny', 1, 'easy_vqa', ?, ?)", [("night-1", T1 - timedelta(days=1), 0.5), ("night-2", T1, 0.625)])
+    latest = conn.execute("SELECT dataset, run_id, accuracy FROM latest_benchmark_summary WHERE batch_size = 1 "
+                          "ORDER BY dataset").fetchall()
+    assert latest == [("docvqa", "night-2", None), ("easy_vqa", "night-2", 0.625)]
+    trends = conn.execute("SELECT run_id, previous_run_id, accuracy, previous_accuracy, accuracy_delta "
+                          "FROM benchmark_trends WHERE dataset = 'easy_vqa' ORDER BY run_number").fetchall()
+    assert trends == [("night-1", None, 0.5, None, None), ("night-2", "night-1", 0.625, 0.5, 0.125)]

@@ -72,13 +72,18 @@ def chartqa_rows() -> pa.Table:
     return pa.table({"sample_id": ["chart-1"], "answers": [["40"]], "image_sha256": ["c"]})
 
 
+@dg.asset(group_name="datasets")
+def easy_vqa_rows() -> pa.Table:
+    return pa.table({"sample_id": ["easy-1"], "answers": [["teal"]], "image_sha256": ["d"]})
+
+
 @pytest.fixture
 def bench(tmp_path: Path):
     """Runs the ``benchmark`` job for (run id, batch size, stand-in settings) on tmp resources."""
     database = tmp_path / "reports" / "aerorl.duckdb"
     database.parent.mkdir()
     defs = dg.Definitions(
-        assets=[docvqa_rows, chartqa_rows, generations, reward_scores, benchmark_report],
+        assets=[docvqa_rows, chartqa_rows, easy_vqa_rows, generations, reward_scores, benchmark_report],
         asset_checks=benchmark_checks,
         jobs=[benchmark_job,
               dg.define_asset_job("report_checks", dg.AssetSelection.checks_for_assets("benchmark_report"))],
@@ -86,7 +91,7 @@ def bench(tmp_path: Path):
                    "io_manager": ParquetTableIOManager(base_dir=str(tmp_path / "cache"))},
     )
     instance = dg.DagsterInstance.ephemeral()
-    dg.materialize([docvqa_rows, chartqa_rows], instance=instance, resources=defs.resources)
+    dg.materialize([docvqa_rows, chartqa_rows, easy_vqa_rows], instance=instance, resources=defs.resources)
 
     def run(run_id: str, batch_size: int, **stand_in) -> dg.ExecuteInProcessResult:
         key = dg.MultiPartitionKey({"model": MODEL, "batch_size": str(batch_size)})
@@ -146,8 +151,10 @@ def test_the_report_writes_views_figures_and_the_dated_artifact(bench):
     with duckdb.connect(str(bench.database), read_only=True) as conn:
         views = {name for (name,) in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
         assert views == set(VIEWS)
-        assert conn.execute("SELECT batch_size, run_id FROM latest_benchmark_summary ORDER BY 1").fetchall() == [
-            (1, "run-1"), (8, "run-1")]
+        assert conn.execute("SELECT batch_size, dataset, run_id FROM latest_benchmark_summary "
+                            "ORDER BY 1, 2").fetchall() == [
+            (1, "chartqa", "run-1"), (1, "docvqa", "run-1"), (8, "chartqa", "run-1"), (8, "docvqa", "run-1")]
+    assert set(payload["datasets"]) == {"chartqa", "docvqa"}
 
 
 def test_throughput_drop_warns_and_batch_size_drift_fails(bench):
@@ -156,7 +163,8 @@ def test_throughput_drop_warns_and_batch_size_drift_fails(bench):
     assert slower.success  # WARN checks never fail the run
     assert failed(slower) == {"benchmark_report_has_not_regressed": "WARN"}
     regression = evaluations(slower)["benchmark_report_has_not_regressed"]
-    assert regression.description == "samples_per_s fell 50.0% (3 -> 1.5)"
+    assert regression.description == ("chartqa: samples_per_s fell 50.0% (3 -> 1.5); "
+                                      "docvqa: samples_per_s fell 50.0% (3 -> 1.5)")
     assert regression.metadata["previous_run_id"].value == "run-1"
 
     within_margin = bench("run-3", 1, wall_s=2.1)  # 4.8 % slower than run-2: under the 10 % default
@@ -166,7 +174,7 @@ def test_throughput_drop_warns_and_batch_size_drift_fails(bench):
     assert failed(drifted) == {"benchmark_report_is_batch_size_invariant": "ERROR",
                                "benchmark_report_has_not_regressed": "WARN"}
     pass_rate = evaluations(drifted)["benchmark_report_has_not_regressed"]
-    assert pass_rate.description == "pass_rate fell 100.0% (0.3333 -> 0)"
+    assert pass_rate.description == "docvqa: pass_rate fell 100.0% (0.5 -> 0)"  # chartqa's was 0 already
     drift = evaluations(drifted)["benchmark_report_is_batch_size_invariant"]
     assert drift.description == "3 of 3 answers differ from batch size 1"
     assert drift.metadata["mismatches"].value == 3

@@ -23,12 +23,13 @@ def test_with_key_adds_the_partition_columns():
 
 def test_input_hashes_follow_answers_not_questions(few_rows):
     docs, charts = rows_to_table(few_rows[:3]), rows_to_table(few_rows[3:])
-    hashes = input_hashes(docs, charts)
-    assert set(hashes) == {"docvqa_rows", "chartqa_rows"} and hashes == input_hashes(docs, charts)
+    hashes = input_hashes({"docvqa_rows": docs, "chartqa_rows": charts})
+    assert set(hashes) == {"docvqa_rows", "chartqa_rows"} and hashes == input_hashes(
+        {"chartqa_rows": charts, "docvqa_rows": docs})
     reworded = [dataclasses.replace(few_rows[0], question="Something else?")] + list(few_rows[1:3])
-    assert input_hashes(rows_to_table(reworded), charts) == hashes
+    assert input_hashes({"docvqa_rows": rows_to_table(reworded), "chartqa_rows": charts}) == hashes
     reanswered = [dataclasses.replace(few_rows[0], answers=("other",))] + list(few_rows[1:3])
-    changed = input_hashes(rows_to_table(reanswered), charts)
+    changed = input_hashes({"docvqa_rows": rows_to_table(reanswered), "chartqa_rows": charts})
     assert changed["docvqa_rows"] != hashes["docvqa_rows"] and changed["chartqa_rows"] == hashes["chartqa_rows"]
 
 

@@ -22,7 +22,8 @@ from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
 
 PARTITION = dg.MultiPartitionKey({"model": "tiny-qwen2-vl", "batch_size": "4"})
-ROWS_RUN_CONFIG = {"ops": {"docvqa_rows": {"config": {"limit": 3}}, "chartqa_rows": {"config": {"limit": 3}}}}
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
+ROWS_RUN_CONFIG = {"ops": {name: {"config": {"limit": 2}} for name in ROWS_ASSETS}}
 GENERATION_RUN_CONFIG = {"ops": {"generations": {"config": {"max_new_tokens": 4}}}}
 RUN_A = "test-run-a"
 RUN_B = "test-run-b"
@@ -50,12 +51,12 @@ def counts(env, run_id: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def benchmarked(tmp_path_factory, dagster_env_factory):
-    """Rows (3 + 3) materialized, then partition (tiny-qwen2-vl, 4) benchmarked under RUN_A."""
+    """Rows (2 + 2 + 2) materialized, then partition (tiny-qwen2-vl, 4) benchmarked under RUN_A."""
     env = dagster_env_factory(tmp_path_factory.mktemp("benchmark_partition"))
-    rows = [build_definitions().get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows")]
+    rows = [build_definitions().get_assets_def(name) for name in ROWS_ASSETS]
     rows_result = dg.materialize(rows, resources=env.resources, instance=env.instance,
                                  tags={BENCHMARK_RUN_TAG: RUN_A}, run_config=ROWS_RUN_CONFIG)
-    input_ids = [sample_id for name in ("docvqa_rows", "chartqa_rows")
+    input_ids = [sample_id for name in ROWS_ASSETS
                  for sample_id in rows_result.output_for_node(name).column("sample_id").to_pylist()]
     job_result = run_partition(env, RUN_A)
     yield env, input_ids, job_result
@@ -92,6 +93,9 @@ def test_duckdb_generations_equal_the_cached_parquet(benchmarked):
             record["response"], record["raw_response"], record["generated_tokens"], record["batch_index"],
             record["reference"])
     # 6 rows at batch size 4: batches 0 (4 rows) and 1 (2 rows)
+    prompts = {r["dataset"]: r["prompt"] for r in cached.values()}
+    assert prompts["easy_vqa"].endswith("\nAnswer with one word.")  # each dataset asks its own way
+    assert prompts["docvqa"].endswith('{"answer": "<answer>"} and nothing else.')
     assert sorted(r["batch_index"] for r in cached.values()) == [0, 0, 0, 0, 1, 1]
 
 
@@ -104,18 +108,22 @@ def test_reward_scores_match_score_generations_on_the_cache(benchmarked):
     assert stored == {r["sample_id"]: r["total_reward"] for r in expected}
 
 
-def test_one_summary_row_and_one_runs_row(benchmarked):
+def test_one_summary_row_per_dataset_and_one_runs_row(benchmarked):
     env, _, _ = benchmarked
     stats = partition_stats(cached_generations(env))  # the stats survive the Parquet round trip
     assert (stats.batch_size, stats.samples, stats.device) == (4, 6, "cpu")
-    summary = query(env, "SELECT samples, model_source, device, pass_rate, wall_s FROM benchmark_summary "
-                         "WHERE run_id = ? AND model_key = 'tiny-qwen2-vl' AND batch_size = 4", [RUN_A])
-    assert len(summary) == 1
-    samples, model_source, device, pass_rate, wall_s = summary[0]
-    assert (samples, model_source, device, wall_s) == (6, stats.model_source, "cpu", stats.wall_s)
-    assert model_source.endswith("tiny-qwen2-vl")
-    passed = [row[0] for row in query(env, "SELECT passed FROM reward_scores WHERE run_id = ?", [RUN_A])]
-    assert pass_rate == pytest.approx(sum(passed) / 6)
+    summary = query(env, "SELECT dataset, samples, model_source, device, pass_rate, accuracy, wall_s "
+                         "FROM benchmark_summary WHERE run_id = ? AND model_key = 'tiny-qwen2-vl' AND batch_size = 4 "
+                         "ORDER BY dataset", [RUN_A])
+    assert [row[0] for row in summary] == ["chartqa", "docvqa", "easy_vqa"]
+    scores = query(env, "SELECT dataset, passed, correct FROM reward_scores WHERE run_id = ?", [RUN_A])
+    for dataset, samples, model_source, device, pass_rate, accuracy, _ in summary:
+        mine = [(passed, correct) for name, passed, correct in scores if name == dataset]
+        assert (samples, model_source, device) == (2, stats.model_source, "cpu")
+        assert pass_rate == pytest.approx(sum(passed for passed, _ in mine) / 2)
+        assert accuracy == sum(correct for _, correct in mine) / 2  # exact: the mean of two stored flags
+    assert sum(row[6] for row in summary) == pytest.approx(stats.wall_s)  # the datasets share the partition's time
+    assert summary[0][2].endswith("tiny-qwen2-vl")
 
     runs = query(env, "SELECT kind, library_versions, input_hashes, started_at <= finished_at FROM runs "
                       "WHERE run_id = ?", [RUN_A])
@@ -123,7 +131,7 @@ def test_one_summary_row_and_one_runs_row(benchmarked):
     kind, versions, hashes, ordered = runs[0]
     assert kind == "benchmark" and ordered
     assert json.loads(versions)["torch"] == importlib.metadata.version("torch")
-    assert set(json.loads(hashes)) == {"docvqa_rows", "chartqa_rows"}
+    assert set(json.loads(hashes)) == set(ROWS_ASSETS)
 
 
 def test_runs_row_records_the_generation_settings_actually_used(benchmarked):
@@ -136,7 +144,7 @@ def test_runs_row_records_the_generation_settings_actually_used(benchmarked):
 def test_rerun_replaces_the_partition_and_a_new_run_tag_adds_one(benchmarked):
     env, input_ids, _ = benchmarked
     before = counts(env, RUN_A)
-    assert before == {"generations": 6, "reward_scores": 6, "benchmark_summary": 1, "runs": 1}
+    assert before == {"generations": 6, "reward_scores": 6, "benchmark_summary": 3, "runs": 1}
     (first_start, first_finish), = query(env, "SELECT started_at, finished_at FROM runs WHERE run_id = ?", [RUN_A])
 
     rerun = run_partition(env, RUN_A)

@@ -1,0 +1,119 @@
+"""``[datasets.<name>]`` tables: the datasets the benchmark can run on, each a task environment.
+
+A table names an environment ``kind`` (``make_env``'s registry: ``easy_vqa``, ``docvqa``,
+``chartqa``, ``jsonl``, ``parquet``), where its data is (``path``: a file or folder, relative
+to the config file; left out, the kind's built-in source: the ``easy-vqa`` package, or the
+synthetic DocVQA/ChartQA rows), its ``split``, how many questions (``limit``) drawn with
+``seed``; any other key is a setting of that kind (``instruction``, ``type_field``, ...) passed
+to ``make_env`` as is. ``[benchmark] datasets = [...]`` picks the ones the benchmark runs on
+(default: all of them, in file order).
+
+This module checks the shape of each table; that the kind exists and takes the settings is
+checked against the registry by ``aerorl_ops.envs.configured.check_datasets`` (the registry sits
+above this layer), which every config load in the project runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from aerorl_ops.config.fields import fail, integer, positive_int, text
+
+DATASET_KEYS = ("kind", "path", "split", "limit", "seed")
+"""The keys every dataset table may hold; any other key is a setting of its kind."""
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """One ``[datasets.<name>]`` table. ``path`` is resolved against the config file's folder."""
+
+    name: str
+    kind: str
+    split: str
+    limit: int
+    path: str | None = None
+    seed: int = 0
+    settings: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.kind, self.split, self.limit, self.path, self.seed,
+                     tuple(sorted(self.settings.items(), key=lambda item: item[0]))))
+
+    @property
+    def asset_name(self) -> str:
+        """The Dagster asset caching this dataset's rows."""
+        return f"{self.name}_rows"
+
+
+DEFAULT_DATASETS = (
+    DatasetSettings("docvqa", kind="docvqa", split="validation", limit=48),
+    DatasetSettings("chartqa", kind="chartqa", split="validation", limit=48),
+    DatasetSettings("easy_vqa", kind="easy_vqa", split="test", limit=48),
+)
+"""What a config file without ``[datasets]`` tables runs on (the shipped file states the same)."""
+
+
+def _setting_value(where: str, setting_name: str, value: object) -> object:
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, list) and all(isinstance(item, (str, int, float, bool)) for item in value):
+        return tuple(value)
+    raise fail(where, setting_name, f"must be a string, number, boolean or a list of them, got {value!r}")
+
+
+def _path(where: str, setting_name: str, value: object, root: Path) -> str:
+    raw = text(where, setting_name, value)
+    resolved = (root / raw).expanduser() if not Path(raw).expanduser().is_absolute() else Path(raw).expanduser()
+    if not resolved.exists():
+        raise fail(where, setting_name, f"points at {str(resolved)!r}, which does not exist")
+    return str(resolved)
+
+
+def parse_dataset(where: str, name: str, table: object, root: Path, safe_key) -> DatasetSettings:
+    """One ``[datasets.<name>]`` table; ``safe_key`` is the pattern a name must match."""
+    section = f"datasets.{name}"
+    if not safe_key.match(name):
+        raise fail(where, section, "is not a safe name (lower-case letters, digits, '-', '_'; at most 64)")
+    if not isinstance(table, Mapping):
+        raise fail(where, section, "must be a table")
+    if "kind" not in table:
+        raise fail(where, f"{section}.kind", "is required: the environment kind of this dataset")
+    settings = {key: _setting_value(where, f"{section}.{key}", value)
+                for key, value in table.items() if key not in DATASET_KEYS}
+    return DatasetSettings(
+        name=name,
+        kind=text(where, f"{section}.kind", table["kind"]),
+        split=text(where, f"{section}.split", table.get("split", "test")),
+        limit=positive_int(where, f"{section}.limit", table.get("limit", 48)),
+        path=_path(where, f"{section}.path", table["path"], root) if "path" in table else None,
+        seed=integer(where, f"{section}.seed", table.get("seed", 0)),
+        settings=settings,
+    )
+
+
+def parse_datasets(where: str, table: object, root: Path, safe_key) -> tuple[DatasetSettings, ...]:
+    """Every ``[datasets.<name>]`` table in file order; none at all means :data:`DEFAULT_DATASETS`."""
+    if table is None:
+        return DEFAULT_DATASETS
+    if not isinstance(table, Mapping) or not table:
+        raise fail(where, "datasets", "must hold at least one [datasets.<name>] table")
+    return tuple(parse_dataset(where, name, body, root, safe_key) for name, body in table.items())
+
+
+def benchmark_dataset_names(where: str, value: object, datasets: tuple[DatasetSettings, ...]) -> tuple[str, ...]:
+    """``[benchmark] datasets``: configured names, each once; empty means every configured dataset."""
+    configured = [dataset.name for dataset in datasets]
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise fail(where, "benchmark.datasets", f"must be a list of [datasets] names, got {value!r}")
+    unknown = [name for name in value if name not in configured]
+    if unknown:
+        raise fail(where, "benchmark.datasets", f"names {unknown}, not configured; configured: {', '.join(configured)}")
+    if len(set(value)) != len(value):
+        raise fail(where, "benchmark.datasets", f"lists a dataset twice: {value}")
+    return tuple(value) or tuple(configured)

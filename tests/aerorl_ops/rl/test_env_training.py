@@ -1,0 +1,137 @@
+"""Training on a task environment with the embedded tiny model: tiny runs, real outputs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import duckdb
+import pytest
+import torch
+
+from aerorl_ops.envs import make_env
+from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.runtimes import ReferenceRuntime, wrap_vlm_for_rl
+from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
+from aerorl_ops.rl.trainer import AeroRLTrainer, NonFiniteTrainingError
+from aerorl_ops.rl.training_record import TrainingRunRecord, training_tables
+from aerorl_ops.rl.training_run import TrainingPlan, run_training
+from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
+from aerorl_ops.storage.schema import TRAINING_TABLES
+from aerorl_ops.telemetry import TelemetrySample, summarize
+
+CONFIG = AeroRLConfig(group_size=4, max_new_tokens=4, learning_rate=1e-3, quant_ref_bits=8, seed=3)
+PLAN = TrainingPlan(warmup_steps=2, warmup_batch_size=8, rl_steps=2, prompts_per_step=2, eval_interval=1,
+                    checkpoint_interval=100, control=True, swap_check_type="colour")
+
+
+@pytest.fixture(scope="module")
+def envs():
+    torch.set_num_threads(1)
+    return make_env("easy_vqa", split="train", limit=64, seed=1), make_env("easy_vqa", split="test", limit=16, seed=0)
+
+
+def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs, tmp_path):
+    train_env, eval_env = envs
+    result = run_training(str(tiny_model_dir), tmp_path / "run", CONFIG, PLAN, train_env, eval_env, range(16),
+                          device="cpu", resume=False)
+    assert [e.phase for e in result.evals] == ["no_image_prior", "base", "warmup", "rl", "final", "control"]
+    assert [s.phase for s in result.steps] == ["warmup", "warmup", "grpo", "grpo"]
+    assert result.reference_loaded and result.swap is not None and result.swap.question_type == "colour"
+    rl = result.steps[-1]
+    assert rl.kl is not None and rl.kl >= 0 and rl.accuracy is not None and 0 <= rl.response_clip_ratio <= 1
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
+    record = TrainingRunRecord.of("r1", str(tiny_model_dir), "easy_vqa", CONFIG, PLAN, result, {"steps": 2}, when,
+                                  when, telemetry)
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
+        ensure_tables(conn, TRAINING_TABLES)
+        replace_partitions(conn, training_tables("r1", result, record))
+        evals = conn.execute("SELECT phase, accuracy, n FROM training_evals ORDER BY step, phase").fetchall()
+        types = conn.execute("SELECT phase, question_type, accuracy, n FROM training_eval_types "
+                             "WHERE phase = 'no_image_prior' ORDER BY question_type").fetchall()
+        total = conn.execute("SELECT sum(n) FROM training_eval_types WHERE phase = 'final'").fetchone()[0]
+        swap = conn.execute("SELECT swap_question_type, swap_changed FROM training_runs").fetchone()
+    assert all(n == 16 for _, _, n in evals) and len(evals) == 6
+    prior = result.eval_of("no_image_prior").report
+    assert types == [("no_image_prior", kind, value.accuracy, value.n) for kind, value in prior.by_type.items()]
+    assert total == 16 and swap[0] == "colour"
+
+
+def test_kl_zero_loads_and_runs_no_reference(tiny_model_dir, envs, tmp_path, monkeypatch):
+    def refuse(self):
+        raise AssertionError("the reference was loaded although kl_coef = 0")
+
+    monkeypatch.setattr(ReferenceRuntime, "loaded", property(refuse))
+    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=0)
+    plan = TrainingPlan(warmup_steps=1, warmup_batch_size=4, rl_steps=1, prompts_per_step=2, control=False,
+                        swap_check_type="")
+    result = run_training(str(tiny_model_dir), tmp_path / "run", config, plan, *envs, range(4), device="cpu",
+                          resume=False)
+    assert not result.reference_loaded and result.steps[-1].kl is None
+
+
+def test_same_settings_give_the_same_step_losses(tiny_model_dir, envs, tmp_path):
+    plan = TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=2, prompts_per_step=2, control=False,
+                        swap_check_type="", eval_interval=10)
+    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=5)
+    runs = [run_training(str(tiny_model_dir), tmp_path / f"run{i}", config, plan, *envs, range(4), device="cpu",
+                         resume=False) for i in range(2)]
+    first, second = ([s.loss for s in run.steps] for run in runs)
+    assert len(first) == 4 and first == second
+
+
+def test_grad_accumulation_equals_one_big_batch(tiny_model_dir, envs):
+    train_env, _ = envs
+    indices = ItemSampler(train_env, 0).batch(0, 6)
+    grads = []
+    for accumulation in (1, 3):
+        config = AeroRLConfig(grad_accumulation=accumulation, kl_coef=0.0, group_size=2)
+        policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
+        trainer = AeroRLTrainer(config, policy)
+        trainer.optimizer.zero_grad(set_to_none=True)
+        trainer.accumulate_supervised(train_env, indices)
+        grads.append({n: p.grad.clone() for n, p in policy.loaded.model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and grads[0]
+    assert max(float((grads[0][n] - grads[1][n]).abs().max()) for n in grads[0]) < 1e-6
+
+
+def test_nonfinite_steps_are_skipped_then_the_run_stops(tiny_model_dir, envs):
+    train_env, _ = envs
+    config = AeroRLConfig(kl_coef=0.0, group_size=2, max_nonfinite_steps=2)
+    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
+    trainer = AeroRLTrainer(config, policy)
+    head = policy.loaded.model.get_output_embeddings().weight
+    saved = head.detach().clone()
+    with torch.no_grad():
+        head[0, 0] = float("nan")
+    first = trainer.supervised_step(train_env, [0, 1])
+    assert first.skipped and trainer.state.skipped_steps == 1
+    with torch.no_grad():
+        head.copy_(saved)
+    assert not trainer.supervised_step(train_env, [0, 1]).skipped  # a finite step resets the count
+    with torch.no_grad():
+        head[0, 0] = float("inf")
+    assert trainer.supervised_step(train_env, [0, 1]).skipped
+    with pytest.raises(NonFiniteTrainingError, match="2 steps in a row"):
+        trainer.supervised_step(train_env, [0, 1])
+    assert trainer.state.skipped_steps == 3
+
+
+def test_learning_rate_schedules_by_hand():
+    assert learning_rate_at(7, 1e-3, 10, "constant", 3) == 1e-3
+    # cosine over 10 steps after 2 warm-up steps: warm-up 1/2, 2/2; then (1 + cos(pi * k / 7)) / 2
+    assert learning_rate_at(0, 1.0, 10, "cosine", 2) == 0.5
+    assert learning_rate_at(1, 1.0, 10, "cosine", 2) == 1.0
+    assert learning_rate_at(2, 1.0, 10, "cosine", 2) == 1.0
+    assert learning_rate_at(9, 1.0, 10, "cosine", 2) == pytest.approx(0.0, abs=1e-12)
+    assert learning_rate_at(5, 2.0, 10, "cosine", 2) == pytest.approx(2.0 * 0.5 * (1 + 0.2225209339563144))
+    with pytest.raises(ValueError, match="linear"):
+        learning_rate_at(0, 1.0, 10, "linear")
+
+
+def test_curriculum_batches_hold_the_focus_share(envs):
+    train_env, _ = envs
+    sampler = ItemSampler(train_env, 0, ("colour", "shape"), 0.75)
+    batch = sampler.batch(0, 8, focused=True)
+    assert sum(train_env.question_type(i) in ("colour", "shape") for i in batch) >= 6
+    assert batch == ItemSampler(train_env, 0, ("colour", "shape"), 0.75).batch(0, 8, focused=True)
