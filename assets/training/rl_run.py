@@ -21,10 +21,10 @@ from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs import make_env
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.models.sources import model_source
 from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of
 from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
 from aerorl_ops.rl.stats import StepStats
@@ -38,8 +38,6 @@ from assets.project import DATA_DIR
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class
 
-TRAIN_SEED_OFFSET = 1000
-EVAL_SAMPLE_SEED = 0
 SAFE_RUN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 
 TRAINING_DOC = """Training settings of this run; the defaults are the config file's [training].
@@ -66,23 +64,10 @@ class TrainingRunConfig(dg.Config):
         if self.run_name and not SAFE_RUN_NAME.match(self.run_name):
             raise ValueError(f"rl_run config run_name {self.run_name!r} must be letters, digits, '.', '_' or '-' "
                              "(at most 100, not starting with '.'): it names a folder under data/checkpoints")
-        config = AeroRLConfig(quant_ref_bits=self.quant_bits, algorithm=self.algorithm, group_size=self.group_size,
-                              learning_rate=self.learning_rate, kl_coef=self.kl_coef, seed=self.seed,
-                              max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,
-                              top_p=self.top_p, grad_accumulation=self.grad_accumulation,
-                              max_nonfinite_steps=self.max_nonfinite_steps)
-        config.validate()
-        return config
+        return rl_config_of(self)
 
     def plan(self) -> TrainingPlan:
-        return TrainingPlan(warmup_steps=self.warmup_steps, warmup_batch_size=self.warmup_batch_size,
-                            warmup_learning_rate=self.warmup_learning_rate, rl_steps=self.steps,
-                            prompts_per_step=self.prompts_per_step, eval_interval=self.eval_interval,
-                            checkpoint_interval=self.checkpoint_interval, lr_schedule=self.lr_schedule,
-                            lr_warmup_steps=self.lr_warmup_steps,
-                            focus_types=tuple(t.strip() for t in self.focus_types.split(",") if t.strip()),
-                            focus_share=self.focus_share, focus_until=self.focus_until, control=self.control,
-                            swap_check_type=self.swap_check_type)
+        return training_plan_of(self)
 
     def run_id(self) -> str:
         """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed)."""
@@ -94,10 +79,7 @@ class TrainingRunConfig(dg.Config):
 
     def environments(self, seed: int) -> tuple[TaskEnv, TaskEnv]:
         """The training environment and the held-out one (a fixed sample of ``eval_size`` items)."""
-        train = make_env(self.env, split=self.train_split, limit=self.train_limit or None,
-                         seed=seed + TRAIN_SEED_OFFSET)
-        held_out = make_env(self.env, split=self.eval_split, limit=self.eval_size, seed=EVAL_SAMPLE_SEED)
-        return train, held_out
+        return training_environments(self, seed)
 
 
 def training_config_class(training: TrainingSettings) -> type[TrainingRunConfig]:
