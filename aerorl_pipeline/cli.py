@@ -1,4 +1,4 @@
-"""The `aerorl` command: bench, rerun, train, replay, sql, dev."""
+"""The `aerorl` command: bench, rerun, train, eval, replay, sql, dev."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from aerorl_ops.envs.configured import load_config
 from aerorl_pipeline.settings_flags import add_setting_flags, config_path_from, flag_values
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 
-CONFIG_COMMANDS = ("bench", "train", "dev")
+CONFIG_COMMANDS = ("bench", "train", "eval", "dev")
 """The commands that read the settings file (``--config``)."""
 
 
@@ -66,6 +66,12 @@ def _train(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from aerorl_pipeline.evaluate import run_eval
+
+    return run_eval(args)
+
+
 def _replay(argv: list[str]) -> int:
     from aerorl_ops.replay.cli import main as replay_main
 
@@ -114,6 +120,16 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     train.add_argument("--no-resume", dest="resume", action="store_false", default=None,
                        help="start over even when a checkpoint of this run exists")
     train.set_defaults(handler=_train, training_flags=training_flags, train_parser=train)
+
+    evaluate = commands.add_parser("eval", help="evaluate a model against its baseline at MAYE's three sampling "
+                                   "settings (the evaluation job)")
+    _add_config_flag(evaluate)
+    from aerorl_pipeline.evaluate import add_eval_arguments
+    from assets.project import DUCKDB_PATH
+
+    add_eval_arguments(evaluate, DUCKDB_PATH)
+    evaluate.set_defaults(handler=_eval, settings=defaults,
+                          eval_flags=add_setting_flags(evaluate.add_argument_group("eval"), defaults.eval))
 
     commands.add_parser("replay", help="score a replay JSONL with the reward stack (see `aerorl replay -h`)",
                         add_help=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from aerorl_ops.envs.configured import load_config
-from aerorl_pipeline.jobs import benchmark_job, training_job
+from aerorl_pipeline.jobs import benchmark_job, evaluation_job, training_job
 from aerorl_pipeline.schedules import build_nightly_schedule
 from assets.benchmark.checks import build_benchmark_checks
 from assets.benchmark.generation import build_generations
@@ -23,6 +23,7 @@ from assets.benchmark.partitions import build_benchmark_partitions
 from assets.benchmark.reports import build_benchmark_report
 from assets.benchmark.scoring import build_reward_scores
 from assets.datasets.rows import build_rows_assets
+from assets.evaluation.eval_run import build_eval_run
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 from assets.resources import default_resources
 from assets.training.checks import rl_run_reward_hacking
@@ -37,9 +38,9 @@ def build_definitions(config_path: str | Path = BENCHMARK_CONFIG_PATH,
     partitions = build_benchmark_partitions(bench)
     return dg.Definitions(
         assets=[*build_rows_assets(bench), build_generations(bench, partitions), build_reward_scores(bench, partitions),
-                build_benchmark_report(bench, partitions), build_rl_run(bench)],
+                build_benchmark_report(bench, partitions), build_rl_run(bench), build_eval_run(bench)],
         asset_checks=[*build_benchmark_checks(partitions), rl_run_reward_hacking],
-        jobs=[benchmark_job, training_job],
+        jobs=[benchmark_job, training_job, evaluation_job],
         schedules=[build_nightly_schedule(partitions)],
         resources=dict(resources) if resources is not None else default_resources(),
     )

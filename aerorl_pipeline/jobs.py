@@ -1,4 +1,4 @@
-"""The two jobs: the partitioned benchmark, and training. They select assets by key, so they fit
+"""The jobs: the partitioned benchmark, training, and evaluation. They select assets by key, so they fit
 the definitions built from any config file."""
 
 from __future__ import annotations
@@ -17,4 +17,10 @@ training_job = dg.define_asset_job(
     "training",
     selection=dg.AssetSelection.assets("rl_run"),
     description="Masked-loss RL of a policy against a frozen quantized reference.",
+)
+
+evaluation_job = dg.define_asset_job(
+    "evaluation",
+    selection=dg.AssetSelection.assets("eval_run"),
+    description="A model against its baseline at MAYE's three sampling settings, with paired intervals.",
 )

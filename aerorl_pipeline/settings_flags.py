@@ -14,7 +14,8 @@ from typing import Any
 
 from aerorl_ops.config.fields import setting_fields, setting_types
 
-FLAG_TYPES = (int, float, str, str | None)
+FLAG_TYPES = {int: int, float: float, str: str, str | None: str, int | None: int, float | None: float}
+"""Each scalar setting type, and the type its flag parses (an unset setting's flag defaults to None)."""
 
 
 def flag_name(setting: str) -> str:
@@ -37,7 +38,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, settings: object, *,
             parser.add_argument(flag_name(field.name), action=argparse.BooleanOptionalAction, default=default,
                                 help=text)
         else:
-            parser.add_argument(flag_name(field.name), type=str if kind == str | None else kind, default=default,
+            parser.add_argument(flag_name(field.name), type=FLAG_TYPES[kind], default=default,
                                 help=text)
         added.append(field.name)
     return tuple(added)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 
 import dagster as dg
@@ -17,3 +18,10 @@ def markdown_preview(frame: pd.DataFrame, rows: int = 8, max_chars: int = 60) ->
 def counts_markdown(counts: Sequence[tuple[str, int]]) -> dg.MetadataValue:
     lines = ["| what | count |", "| --- | ---: |"] + [f"| {name} | {count} |" for name, count in counts]
     return dg.MetadataValue.md("\n".join(lines))
+
+
+def inline_png(title: str, png: bytes | None, note: str = "nothing to plot") -> dg.MetadataValue:
+    """A PNG as markdown with the image inline (the Dagster UI renders it); ``note`` when there is none."""
+    if png is None:
+        return dg.MetadataValue.md(f"_{title}: {note}_")
+    return dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})")

@@ -32,7 +32,7 @@ from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of
 from aerorl_ops.rl.rollout import Sampling, collect_rollout
-from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
+from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, reference_mode
 from aerorl_ops.rl.sequences import SequenceBatch, final_hidden_states
 from aerorl_ops.rl.training_run import TrainingResult, run_training
 
@@ -105,7 +105,7 @@ def main() -> None:
     print(f"== training on {settings.env} ({elapsed:.0f} s wall; {plan.warmup_steps} warm-up steps of "
           f"{plan.warmup_batch_size} + {plan.rl_steps} {config.algorithm} steps of {plan.prompts_per_step}x"
           f"{config.group_size}; {len(train_env)} training items, {len(held_out)} held-out; reference "
-          f"{REFERENCE_QUANTIZATIONS[config.quant_ref_bits].mode}, kl_coef {config.kl_coef}; device {args.device}, "
+          f"{reference_mode(config)}, kl_coef {config.kl_coef}; device {args.device}, "
           f"torch threads {torch.get_num_threads()})")
     print_accuracy(result)
     rl_kl = [s.kl for s in result.steps if s.kl is not None]

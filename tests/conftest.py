@@ -103,3 +103,48 @@ def dagster_env(tmp_path: Path, dagster_env_factory) -> Iterator[DagsterTestEnv]
     env = dagster_env_factory(tmp_path)
     yield env
     env.instance.dispose()
+
+
+YES_TOKEN_LOGIT_SCALE = 0.7
+"""How strongly the yes-sayer prefers its bigram (0.7: ~3/4 of temperature-1.0 samples follow it)."""
+
+
+@pytest.fixture(scope="session")
+def yes_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of the tiny model that answers "yes" then EOS (greedy), so its accuracy is known.
+
+    Every text layer's output projections are zeroed, so the last hidden state is the input token's
+    embedding; the prompt's last token ("\\n") and "yes" get orthogonal embeddings, and the LM head
+    maps the first to "yes" and the second to EOS. Sampling at temperature 1.0 strays from it now and
+    then (see ``YES_TOKEN_LOGIT_SCALE``).
+    """
+    import shutil
+
+    import torch
+
+    folder = tmp_path_factory.mktemp("yes_model") / "yes-sayer"
+    shutil.copytree(tiny_model_dir, folder)
+    loaded = load_tiny(folder)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    newline, yes = tokenizer.encode("\n", add_special_tokens=False)[-1], tokenizer.encode("yes",
+                                                                                          add_special_tokens=False)[0]
+    eos = model.generation_config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+    with torch.no_grad():
+        for layer in model.model.language_model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embeddings, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+        hidden = embeddings.shape[1]
+        embeddings[newline] = torch.nn.functional.one_hot(torch.tensor(0), hidden).float()
+        embeddings[yes] = torch.nn.functional.one_hot(torch.tensor(1), hidden).float()
+        head[yes] = YES_TOKEN_LOGIT_SCALE * embeddings[newline]
+        head[eos] = YES_TOKEN_LOGIT_SCALE * embeddings[yes]
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def yes_vlm(yes_model_dir: Path) -> LoadedVLM:
+    """The yes-sayer loaded on CPU. Shared: tests must leave it as they found it."""
+    return load_tiny(yes_model_dir)

@@ -3,7 +3,8 @@
 The file maps onto frozen dataclasses: ``[benchmark]`` onto ``BenchmarkConfig`` itself,
 ``[models.<key>]`` onto ``ModelEntry``, ``[datasets.<name>]`` onto ``DatasetSettings``,
 ``[generation]`` onto ``GenerationSettings``,
-``[rewards]`` onto ``RewardSettings`` and ``[training]`` onto ``TrainingSettings``. A key left
+``[rewards]`` onto ``RewardSettings``, ``[training]`` onto ``TrainingSettings`` and ``[eval]`` onto
+``EvalSettings``. A key left
 out keeps the dataclass default. Everything is validated before anything loads a model; every
 error names the file and the setting.
 """
@@ -22,6 +23,7 @@ from aerorl_ops.config.datasets import (
     benchmark_dataset_names,
     parse_datasets,
 )
+from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.fields import (
     ConfigError,
     boolean,
@@ -37,7 +39,7 @@ from aerorl_ops.config.rewards import RewardSettings, parse_rewards
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.entry import EMBEDDED_PREFIX, ModelEntry
 
-__all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "GenerationSettings",
+__all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "EvalSettings", "GenerationSettings",
            "RewardSettings", "TrainingSettings",
            "load_benchmark_config", "parse_benchmark_config", "parse_rewards"]
 
@@ -69,6 +71,7 @@ class BenchmarkConfig:
     generation: GenerationSettings = GenerationSettings()
     rewards: RewardSettings = RewardSettings()
     training: TrainingSettings = TrainingSettings()
+    eval: EvalSettings = EvalSettings()
     path: str = "<memory>"
 
     def __post_init__(self) -> None:
@@ -95,8 +98,8 @@ class BenchmarkConfig:
 
 
 SECTIONS: Mapping[str, type] = {"benchmark": BenchmarkConfig, "generation": GenerationSettings,
-                                "rewards": RewardSettings, "training": TrainingSettings}
-TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training")
+                                "rewards": RewardSettings, "training": TrainingSettings, "eval": EvalSettings}
+TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training", "eval")
 
 
 def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
@@ -162,6 +165,7 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         generation=parse_section(GenerationSettings, path, "generation", data.get("generation", {})),
         rewards=parse_rewards(path, data.get("rewards", {})),
         training=parse_section(TrainingSettings, path, "training", data.get("training", {})),
+        eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
         path=path,
     )
 

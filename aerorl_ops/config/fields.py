@@ -126,6 +126,13 @@ def probability(where: str, setting: str, value: object) -> float:
     return result
 
 
+def open_fraction(where: str, setting: str, value: object) -> float:
+    result = number(where, setting, value)
+    if not 0 < result < 1:
+        raise fail(where, setting, f"must be in (0, 1), got {value!r}")
+    return result
+
+
 def text(where: str, setting: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise fail(where, setting, f"must be a non-empty string, got {value!r}")
@@ -139,6 +146,14 @@ def one_of(*choices: object, described: str = "") -> Check:
             raise fail(where, setting, f"must be {described or f'one of {choices}'}, got {value!r}")
         return value
     return check
+
+
+def unset_or(check: Check) -> Check:
+    """``check``, or None: the setting is unset and the code that reads it chooses (e.g. the RL
+    algorithm's own default). TOML has no null, so a file leaves an unset setting out."""
+    def check_unless_unset(where: str, setting: str, value: object) -> Any:
+        return None if value is None else check(where, setting, value)
+    return check_unless_unset
 
 
 def regex_or_none(where: str, setting: str, value: object) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aerorl_ops.config.curriculum import parse_curriculum
 from aerorl_ops.config.fields import (
     boolean,
     fail,
@@ -16,15 +17,24 @@ from aerorl_ops.config.fields import (
     non_negative_int,
     non_negative_number,
     one_of,
+    open_fraction,
     positive_int,
     positive_number,
     probability,
     setting,
     text,
+    unset_or,
 )
 
-ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp")
+ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo")
+KL_KINDS = ("k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl", "k1+", "k3+")
+"""Estimators of ``rl.functional.kl_penalty`` (kl = k1, mse = k2, low_var_kl = k3; + = k2's gradient)."""
+KL_PLACEMENTS = ("loss", "reward")
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+"""Modes of ``rl.functional.aggregate_loss``."""
 QUANT_REF_BITS = (4, 8, 16)
+REFERENCE_MODES = ("quantized", "lora_base")
+"""The KL reference: a quantized copy (``quant_bits``), or the LoRA policy with its adapters disabled."""
 LR_SCHEDULES = ("constant", "cosine")
 
 
@@ -35,21 +45,58 @@ def _text_or_empty(where: str, name: str, value: object) -> str:
     return value
 
 
+def _above_one(where: str, name: str, value: object) -> float:
+    result = positive_number(where, name, value)
+    if result <= 1:
+        raise fail(where, name, f"must be > 1, got {value!r}")
+    return result
+
+
+def _fraction(where: str, name: str, value: object) -> float:
+    """A number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise fail(where, name, f"must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _curriculum(where: str, name: str, value: object) -> str:
+    """A curriculum spec that parses (``config.curriculum``); empty = none."""
+    if not isinstance(value, str):
+        raise fail(where, name, f"must be a string such as '500: colour,shape @ 0.75', got {value!r}")
+    try:
+        parse_curriculum(value)
+    except ValueError as error:
+        raise fail(where, name, f"is not a curriculum: {error}") from None
+    return value
+
+
+def _dropout(where: str, name: str, value: object) -> float:
+    """A probability in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise fail(where, name, f"must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class TrainingSettings:
     """A supervised warm-up, then RL against a frozen quantized reference (see ``rl.training_run``)."""
 
     base_model: str = setting("tiny-qwen2-vl", help="model key from the config's [models], or a checkpoint directory",
                               check=text)
-    env: str = setting("easy_vqa", help="task environment (aerorl_ops.envs registry): easy_vqa, docvqa, chartqa, ...",
+    env: str = setting("easy_vqa", help="training environment: a registry kind (easy_vqa, docvqa, chartqa, ...) "
+                       "or else a [datasets.<name>] table of the config file (its kind, path and settings)",
                        check=text)
+    eval_env: str = setting("", help="held-out environment, named like env (empty = env); a configured dataset "
+                            "brings its own split", check=_text_or_empty)
     train_split: str = setting("train", help="environment split the policy trains on", check=text)
     train_limit: int = setting(0, help="training items drawn from the split (0 = all; synthetic docvqa needs > 0)",
                                check=non_negative_int)
     eval_split: str = setting("test", help="environment split of the held-out sample", check=text)
     eval_size: int = setting(500, help="held-out questions: a fixed sample (seed 0) of the eval split",
                              check=positive_int)
-    algorithm: str = setting("grpo", help="grpo, dr_grpo, rloo or reinforce_pp", check=one_of(*ALGORITHMS))
+    algorithm: str = setting("grpo", help="grpo, dr_grpo, rloo, reinforce_pp or ppo (with a value head); settings "
+                             "left unset take the algorithm's defaults (aerorl_ops.rl.algorithms)",
+                             check=one_of(*ALGORITHMS))
     steps: int = setting(60, help="RL steps after the warm-up", check=non_negative_int)
     warmup_steps: int = setting(30, help="supervised warm-up steps (stop at partial accuracy)",
                                 check=non_negative_int)
@@ -59,36 +106,90 @@ class TrainingSettings:
     group_size: int = setting(8, help="samples per prompt", check=positive_int)
     prompts_per_step: int = setting(16, help="prompts per RL step", check=positive_int)
     learning_rate: float = setting(1e-3, help="RL learning rate", check=positive_number)
-    lr_schedule: str = setting("constant", help="constant, or cosine (to 0) after lr_warmup_steps of linear warm-up; "
-                               "applied within each phase", check=one_of(*LR_SCHEDULES))
-    lr_warmup_steps: int = setting(0, help="linear learning-rate warm-up steps of the cosine schedule",
+    lr_schedule: str = setting("constant", help="RL phase: constant, or cosine (to lr_min_ratio x the rate) after "
+                               "lr_warmup_steps of linear warm-up", check=one_of(*LR_SCHEDULES))
+    lr_warmup_steps: int = setting(0, help="RL phase: linear learning-rate warm-up steps of the cosine schedule",
                                    check=non_negative_int)
+    warmup_lr_schedule: str = setting("constant", help="supervised warm-up phase: constant, or cosine after "
+                                      "warmup_lr_warmup_steps of linear warm-up", check=one_of(*LR_SCHEDULES))
+    warmup_lr_warmup_steps: int = setting(0, help="supervised warm-up phase: linear learning-rate warm-up steps",
+                                          check=non_negative_int)
+    lr_min_ratio: float = setting(0.0, help="cosine schedules end at this fraction of their phase's learning rate",
+                                  check=_fraction)
     grad_accumulation: int = setting(1, help="micro-batches per optimizer update (same gradient, less memory)",
                                      check=positive_int)
     max_nonfinite_steps: int = setting(3, help="NaN/inf guard: stop after this many skipped updates in a row",
                                        check=positive_int)
-    kl_coef: float = setting(0.04, help="k3 KL coefficient to the reference (0 = no reference is loaded)",
+    kl_coef: float = setting(0.04, help="KL coefficient to the reference (0 = no reference is loaded)",
                              check=non_negative_number)
+    kl_kind: str | None = setting(None, help="KL estimator: k1, k2, k3, abs (kl, mse, low_var_kl are k1, k2, k3; "
+                                  "k1+, k3+ take k2's gradient); unset: k3 as a loss term, k1 in the reward",
+                                  check=unset_or(one_of(*KL_KINDS)))
+    kl_placement: str | None = setting(None, help="loss (+kl_coef x KL, aggregated like the loss) or reward "
+                                       "(-kl_coef x KL at each token); unset: the algorithm's (reward for "
+                                       "reinforce_pp and ppo, loss for the grpo family)",
+                                       check=unset_or(one_of(*KL_PLACEMENTS)))
+    loss_agg_mode: str = setting("token-mean", help="how per-token losses (policy, KL, entropy, value) become one: "
+                                 "token-mean, token-sum, seq-mean-token-sum, seq-mean-token-mean or "
+                                 "seq-mean-token-sum-norm", check=one_of(*LOSS_AGG_MODES))
+    ppo_epochs: int | None = setting(None, help="passes over each rollout; unset: the algorithm's (4 for ppo, "
+                                     "1 otherwise)", check=unset_or(positive_int))
+    ppo_mini_batches: int = setting(1, help="optimizer updates per pass: the rollout in this many minibatches, "
+                                    "each of grad_accumulation micro-batches", check=positive_int)
+    clip_low: float = setting(0.2, help="PPO ratio clip: the ratio is clipped below at 1 - clip_low",
+                              check=open_fraction)
+    clip_high: float = setting(0.2, help="PPO ratio clip: the ratio is clipped above at 1 + clip_high",
+                               check=open_fraction)
+    dual_clip_c: float = setting(3.0, help="dual clip: a negative-advantage token's loss is at most "
+                                 "-advantage x dual_clip_c (> 1)", check=_above_one)
+    entropy_coef: float | None = setting(None, help="entropy bonus: -entropy_coef x the policy's aggregated entropy; "
+                                         "unset: the algorithm's (0.01 for ppo, 0 otherwise)",
+                                         check=unset_or(non_negative_number))
+    gamma: float | None = setting(None, help="discount of per-token returns (reinforce_pp, ppo); unset: the "
+                                  "algorithm's (0.99 for ppo, 1 otherwise)", check=unset_or(_fraction))
+    gae_lambda: float = setting(0.95, help="ppo: GAE lambda", check=_fraction)
+    value_coef: float = setting(0.5, help="ppo: weight of the clipped value loss", check=non_negative_number)
+    value_clip: float = setting(0.5, help="ppo: the clipped value loss keeps predictions within this of the "
+                                "rollout's values", check=positive_number)
     quant_bits: int = setting(8, help="reference precision: 4 (nf4), 8 (int8) or 16",
                               check=one_of(*QUANT_REF_BITS, described="4 (nf4), 8 (int8) or 16"))
+    reference: str = setting("quantized", help="KL reference: quantized (a separate copy at quant_bits) or "
+                             "lora_base (needs lora_rank > 0: the policy with its adapters disabled, no second "
+                             "copy; the warm-up adapter is merged at the RL start and fresh adapters attached)",
+                             check=one_of(*REFERENCE_MODES))
+    freeze_vision_tower: bool = setting(False, help="no gradients and no optimizer state for the vision tower "
+                                        "(with LoRA the whole base model, the tower included, is frozen anyway)",
+                                        check=boolean)
+    lora_rank: int = setting(0, help="LoRA rank (peft; 0 = full fine-tuning); the vision tower and the LM head "
+                             "are never adapted", check=non_negative_int)
+    lora_alpha: int = setting(16, help="LoRA alpha: the update is scaled by lora_alpha / lora_rank (verl's 16)",
+                              check=positive_int)
+    lora_target_modules: str = setting("all-linear", help="LoRA targets: all-linear, or comma-separated module "
+                                       "names (e.g. q_proj,v_proj)", check=text)
+    lora_dropout: float = setting(0.0, help="dropout on the LoRA branch's input", check=_dropout)
     temperature: float = setting(1.0, help="rollout sampling temperature", check=positive_number)
     top_p: float = setting(1.0, help="rollout nucleus sampling (1 = off)", check=probability)
     top_k: int = setting(0, help="rollout top-k sampling (0 = off)", check=non_negative_int)
     max_new_tokens: int = setting(4, help="maximum response length, in rollouts and held-out answers",
                                   check=positive_int)
-    focus_types: str = setting("", help="curriculum: comma-separated question types oversampled in each batch "
-                               "(e.g. colour,shape); empty = the natural mix",
-                               check=_text_or_empty)
-    focus_share: float = setting(0.75, help="curriculum: share of each batch drawn from focus_types",
-                                 check=probability)
-    focus_until: int = setting(0, help="curriculum: supervised steps that use the focus mix (then the natural mix)",
-                               check=non_negative_int)
+    curriculum: str = setting("", help="curriculum stages 'UNTIL_STEP: types @ share; ...' (e.g. "
+                              "'500: colour,shape @ 0.75'): batches favour those question types until that global "
+                              "step; empty = the natural mix (grammar: aerorl_ops.config.curriculum)",
+                              check=_curriculum)
     control: bool = setting(True, help="also train supervised from the warm-up checkpoint for the RL phase's wall "
                             "time, and evaluate it (phase control)", check=boolean)
     swap_check_type: str = setting("colour", help="question type of the final image-swap check (empty = skip)",
                                    check=_text_or_empty)
     seed: int = setting(0, help="seed of data order, sampling and the training items", check=integer)
-    eval_interval: int = setting(15, help="evaluate every N RL steps", check=positive_int)
+    eval_interval: int = setting(15, help="evaluate the held-out sample every N global steps (warm-up and RL)",
+                                 check=positive_int)
+    sampled_eval_size: int = setting(0, help="MAYE's evaluation during training: this many questions scored at the "
+                                     "[eval] sampling settings (pass@k at temperature 1, pass@1 at 0.6, near-greedy) "
+                                     "with response length and reflection metrics, on validation_split every "
+                                     "eval interval and on the held-out sample at the end (0 = off; costs time)",
+                                     check=non_negative_int)
+    validation_split: str = setting("validation", help="split of a registry env scored by the sampled evaluations "
+                                    "during training (a configured dataset uses its held-out set)", check=text)
     checkpoint_interval: int = setting(50, help="checkpoint every N steps", check=positive_int)
 
 

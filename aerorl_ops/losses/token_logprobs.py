@@ -10,7 +10,9 @@ per-row log-sum-exp, and backward recomputes each chunk's logits (two extra LM-h
 matmuls over the counted rows, the memory cost stays one [chunk_size, V] block).
 
 Targets are aligned like the loss labels: ``hidden_states[b, t]`` scores ``target_ids[b, t]``
-(already shifted). Entropy is returned detached (no gradient).
+(already shifted). The per-token entropy ``H = -sum_v p_v log p_v`` is differentiable too (an
+entropy bonus): with ``z = logits / temperature``, ``dH/dz_v = -p_v (log p_v + H)``. Its backward
+holds a second [chunk_size, V] block, and only runs when the entropy is part of the loss.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class TokenLogprobs(NamedTuple):
     """Per counted token, in row-major order of ``mask`` (the order of ``x[mask]``)."""
 
     logprobs: torch.Tensor  # [N] log p(target), differentiable
-    entropy: torch.Tensor  # [N] entropy of the tempered distribution, detached
+    entropy: torch.Tensor  # [N] entropy of the tempered distribution, differentiable
 
 
 class _ChunkedLinearLogprobs(torch.autograd.Function):
@@ -61,30 +63,38 @@ class _ChunkedLinearLogprobs(torch.autograd.Function):
             logprobs[rows] = z.gather(1, targets[rows, None]).squeeze(1)  # [C]
             entropy[rows] = -z.exp().mul_(z).sum(dim=1)  # [C] -sum p log p
             del z  # one [C, V] block alive at a time
-        ctx.save_for_backward(hidden, weight, bias, targets, lse)
+        ctx.save_for_backward(hidden, weight, bias, targets, lse, entropy)
         ctx.chunk_size = chunk_size
         ctx.temperature = temperature
-        ctx.mark_non_differentiable(entropy)
+        ctx.set_materialize_grads(False)  # an output outside the loss gets None, not zeros
         return logprobs.to(hidden.dtype), entropy.to(hidden.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_logprobs: torch.Tensor, _grad_entropy: torch.Tensor | None):
-        hidden, weight, bias, targets, lse = ctx.saved_tensors
+    def backward(ctx, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None):
+        hidden, weight, bias, targets, lse, entropy = ctx.saved_tensors
         want_h, want_w, want_b = ctx.needs_input_grad[:3]
         acc = lse.dtype
         grad_hidden = torch.empty_like(hidden) if want_h else None  # [N, H]
         grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device) if want_w else None  # [V, H]
         grad_bias = torch.zeros(weight.shape[0], dtype=acc, device=weight.device) if want_b else None  # [V]
-        g = grad_logprobs.to(acc)  # [N]
+        g = grad_logprobs.to(acc) if grad_logprobs is not None else torch.zeros_like(lse)  # [N]
+        g_entropy = grad_entropy.to(acc) if grad_entropy is not None else None  # [N]
         for start in range(0, hidden.shape[0], ctx.chunk_size):
             rows = slice(start, start + ctx.chunk_size)
             h = hidden[rows]  # [C, H]
             g_rows = g[rows, None]  # [C, 1]
             z = chunk_logits(h, weight, bias).div_(ctx.temperature)  # [C, V]
-            z.sub_(lse[rows, None]).exp_()  # [C, V] p
-            z.mul_(g_rows.neg() / ctx.temperature)  # [C, V] -g * p / temperature
-            z.scatter_add_(1, targets[rows, None], g_rows / ctx.temperature)  # [C, V] g * (onehot - p) / temperature
+            z.sub_(lse[rows, None])  # [C, V] log p
+            if g_entropy is None:
+                z.exp_().mul_(g_rows.neg())  # [C, V] -g * p
+            else:
+                p = z.exp()  # [C, V]
+                z.add_(entropy[rows, None]).mul_(g_entropy[rows, None].neg())  # [C, V] -g_H * (log p + H)
+                z.sub_(g_rows).mul_(p)  # [C, V] -g * p - g_H * p * (log p + H)
+                del p
+            z.div_(ctx.temperature)
+            z.scatter_add_(1, targets[rows, None], g_rows / ctx.temperature)  # [C, V] + g * onehot / temperature
             if want_h:
                 grad_hidden[rows] = z.to(weight.dtype) @ weight  # [C, H]
             if want_w:

@@ -2,7 +2,10 @@
 
 ``<dir>/`` holds the policy (``save_pretrained``) and processor, so it loads through
 ``from_pretrained`` like any checkpoint and can be benchmarked as one more model;
-``<dir>/trainer_state.pt`` holds the optimizer state, the step and the reference's source.
+``<dir>/trainer_state.pt`` holds the optimizer state, the step and the reference's source. A LoRA
+policy is saved merged, with its adapter in ``<dir>/adapter`` (``rl.lora.save_policy``), so it
+loads the same way; loading the folder for training continues the adapter. ``<dir>/value_head.pt``
+holds the value head's weights when the algorithm has one (PPO).
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import torch
 
 from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rl.lora import save_policy
 
 TRAINER_STATE = "trainer_state.pt"
+VALUE_HEAD = "value_head.pt"
 
 
 @dataclass(frozen=True)
@@ -23,16 +28,19 @@ class CheckpointState:
     step: int
     reference_source: str
     optimizer: dict
+    value_head: dict | None = None  # the value head's state_dict, when the checkpoint has one
 
 
 def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer | None, step: int,
-                    reference_source: str) -> Path:
+                    reference_source: str, value_head: torch.nn.Module | None = None) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    loaded.model.save_pretrained(directory)
+    save_policy(loaded.model, directory)
     save_processor(loaded.processor, directory)
     torch.save({"step": step, "reference_source": reference_source,
                 "optimizer": optimizer.state_dict() if optimizer is not None else {}}, directory / TRAINER_STATE)
+    if value_head is not None:
+        torch.save(value_head.state_dict(), directory / VALUE_HEAD)
     return directory
 
 
@@ -41,8 +49,10 @@ def load_checkpoint_state(directory: Path) -> CheckpointState:
     if not path.exists():
         raise FileNotFoundError(f"{directory} is not a training checkpoint: {TRAINER_STATE} is missing")
     state = torch.load(path, weights_only=True)
+    head = Path(directory) / VALUE_HEAD
     return CheckpointState(step=int(state["step"]), reference_source=str(state["reference_source"]),
-                           optimizer=state["optimizer"])
+                           optimizer=state["optimizer"],
+                           value_head=torch.load(head, weights_only=True) if head.exists() else None)
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

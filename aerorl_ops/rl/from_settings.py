@@ -6,14 +6,21 @@ Shared by the ``rl_run`` asset and ``benchmarks/bench_training.py``. ``settings`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from aerorl_ops.config.curriculum import parse_curriculum
+from aerorl_ops.config.datasets import DatasetSettings
+from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs import make_env
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.envs.configured import env_kwargs
+from aerorl_ops.envs.registry import ENVIRONMENTS, make_env
+from aerorl_ops.rl.config import ALGORITHM_FIELDS, MODEL_FIELDS, AeroRLConfig
 from aerorl_ops.rl.training_run import TrainingPlan
 
 TRAIN_SEED_OFFSET = 1000
 EVAL_SAMPLE_SEED = 0
+EVAL_DEFAULTS = EvalSettings()
 
 
 def rl_config_of(settings: TrainingSettings) -> AeroRLConfig:
@@ -23,26 +30,63 @@ def rl_config_of(settings: TrainingSettings) -> AeroRLConfig:
                           kl_coef=settings.kl_coef, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
                           temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
                           grad_accumulation=settings.grad_accumulation,
-                          max_nonfinite_steps=settings.max_nonfinite_steps)
+                          max_nonfinite_steps=settings.max_nonfinite_steps,
+                          **{name: getattr(settings, name) for name in ALGORITHM_FIELDS + MODEL_FIELDS})
     config.validate()
     return config
 
 
-def training_plan_of(settings: TrainingSettings) -> TrainingPlan:
+def training_plan_of(settings: TrainingSettings, evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingPlan:
+    """The plan of ``settings``; the sampled evaluations during training use ``evaluation``'s sampling
+    settings and batch size (the config's ``[eval]``)."""
     return TrainingPlan(warmup_steps=settings.warmup_steps, warmup_batch_size=settings.warmup_batch_size,
                         warmup_learning_rate=settings.warmup_learning_rate, rl_steps=settings.steps,
                         prompts_per_step=settings.prompts_per_step, eval_interval=settings.eval_interval,
                         checkpoint_interval=settings.checkpoint_interval, lr_schedule=settings.lr_schedule,
-                        lr_warmup_steps=settings.lr_warmup_steps,
-                        focus_types=tuple(t.strip() for t in settings.focus_types.split(",") if t.strip()),
-                        focus_share=settings.focus_share, focus_until=settings.focus_until,
-                        control=settings.control, swap_check_type=settings.swap_check_type)
+                        lr_warmup_steps=settings.lr_warmup_steps, warmup_lr_schedule=settings.warmup_lr_schedule,
+                        warmup_lr_warmup_steps=settings.warmup_lr_warmup_steps, lr_min_ratio=settings.lr_min_ratio,
+                        curriculum=parse_curriculum(settings.curriculum),
+                        control=settings.control, swap_check_type=settings.swap_check_type,
+                        sampled_eval_size=settings.sampled_eval_size,
+                        sampled_settings=evaluation.sampling_settings(), sampled_batch_size=evaluation.batch_size)
 
 
-def training_environments(settings: TrainingSettings, seed: int) -> tuple[TaskEnv, TaskEnv]:
+def training_environments(settings: TrainingSettings, seed: int,
+                          datasets: Sequence[DatasetSettings] = ()) -> tuple[TaskEnv, TaskEnv]:
     """The training environment (seeded by ``seed``) and the held-out one: a fixed sample (seed 0)
-    of ``eval_size`` items of ``eval_split``."""
-    train = make_env(settings.env, split=settings.train_split, limit=settings.train_limit or None,
-                     seed=seed + TRAIN_SEED_OFFSET)
-    held_out = make_env(settings.env, split=settings.eval_split, limit=settings.eval_size, seed=EVAL_SAMPLE_SEED)
+    of ``eval_size`` items.
+
+    ``env`` / ``eval_env`` (empty: ``env``) name a registry kind, whose ``train_split`` /
+    ``eval_split`` is used, else one of ``datasets`` (the config's ``[datasets.<name>]``), which
+    brings its own kind, path, split and settings (a kind wins over a dataset of the same name); ``train_limit`` (when > 0) and ``eval_size``
+    replace its limit. An unknown name is an error listing both kinds and datasets.
+    """
+    configured = {dataset.name: dataset for dataset in datasets}
+    train = _environment(settings.env, configured, settings.train_split, settings.train_limit or None,
+                         seed + TRAIN_SEED_OFFSET)
+    held_out = _environment(settings.eval_env or settings.env, configured, settings.eval_split, settings.eval_size,
+                            EVAL_SAMPLE_SEED)
     return train, held_out
+
+
+def validation_environment(settings: TrainingSettings, datasets: Sequence[DatasetSettings] = ()) -> TaskEnv | None:
+    """The environment of the sampled evaluations during training: ``sampled_eval_size`` items of a
+    registry env's ``validation_split``; None (use the held-out set) for a configured dataset or when off."""
+    name = settings.eval_env or settings.env
+    if not settings.sampled_eval_size or name not in ENVIRONMENTS:
+        return None
+    return _environment(name, {}, settings.validation_split, settings.sampled_eval_size, EVAL_SAMPLE_SEED)
+
+
+def _environment(name: str, configured: dict[str, DatasetSettings], split: str, limit: int | None,
+                 seed: int) -> TaskEnv:
+    if name not in ENVIRONMENTS and name in configured:
+        dataset = configured[name]
+        kwargs = env_kwargs(dataset)
+        kwargs.update(limit=limit or dataset.limit or None, seed=seed)
+        return make_env(dataset.kind, **kwargs)
+    if name not in ENVIRONMENTS:
+        raise ValueError(f"training environment {name!r} is neither an environment kind "
+                         f"({', '.join(sorted(ENVIRONMENTS))}) nor a configured dataset "
+                         f"({', '.join(sorted(configured)) or 'none'})")
+    return make_env(name, split=split, limit=limit, seed=seed)

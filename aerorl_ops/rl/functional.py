@@ -30,6 +30,7 @@ from aerorl_ops.losses import masked_mean
 LOG_RATIO_CLAMP = 20.0  # |new - old| and |ref - new| are clamped to this before exp, as in verl
 K3_VALUE_CLAMP = 10.0  # k3 per-token values are clamped to [-10, 10], as in verl
 WHITEN_EPS = 1e-8  # added to the variance in masked_whiten, as in verl
+EXPLAINED_VARIANCE_EPS = 1e-5  # added to Var(returns) in explained_variance, as in verl
 
 
 class Advantages(NamedTuple):
@@ -318,6 +319,43 @@ def aggregate_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, mode: str) -
     mask = loss_mask.to(loss_mat.dtype)  # [B, T]
     loss_mat = torch.where(mask > 0, loss_mat, 0.0)  # [B, T] uncounted positions cannot leak NaN or inf
     return AGGREGATORS[mode](loss_mat, mask)  # []
+
+
+def aggregation_share(part_mask: torch.Tensor, batch_mask: torch.Tensor, mode: str) -> float:
+    """The weight of one micro-batch's ``aggregate_loss`` in its whole batch's (exact gradient accumulation).
+
+    With the batch's rows split into micro-batches k (masks ``m_k``, all of the batch's width T),
+    ``aggregate_loss(L, m, mode) = sum_k share_k * aggregate_loss(L_k, m_k, mode)`` where ``share_k`` is
+    ``sum(m_k) / sum(m)`` for ``"token-mean"``, ``S_k / S`` for the ``"seq-mean-*"`` modes (S: rows with a
+    counted token) and 1 for ``"token-sum"``. A share of an empty batch is 0.
+    part_mask: [b, T]; batch_mask: [B, T]. Returns a float.
+    """
+    _check_agg_mode("mode", mode)
+    if mode == "token-sum":
+        return 1.0
+    count = (lambda m: float(m.sum())) if mode == "token-mean" else (lambda m: float(_nonempty(m).sum()))
+    whole = count(batch_mask.to(torch.float64))
+    return count(part_mask.to(torch.float64)) / whole if whole else 0.0
+
+
+@torch.no_grad()
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """How much of the returns' variance the values explain: ``1 - Var(R - V) / (Var(R) + 1e-5)`` (verl).
+
+    Both variances are unbiased (n - 1) over the counted positions; 1 for a perfect critic, 0 for a
+    constant one, negative for a worse one. NaN when fewer than two positions count.
+    values, returns, response_mask: [B, T] -> [].
+    """
+    _check_tokens(values=values, returns=returns, response_mask=response_mask)
+    weights = response_mask.to(returns.dtype)  # [B, T]
+    count = weights.sum()  # []
+    if count < 2:
+        return returns.new_tensor(float("nan"))
+
+    def variance(x: torch.Tensor) -> torch.Tensor:
+        return masked_mean((x - masked_mean(x, weights)) ** 2, weights) * count / (count - 1)  # []
+
+    return 1.0 - variance(returns - values) / (variance(returns) + EXPLAINED_VARIANCE_EPS)  # []
 
 
 def policy_loss(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
+from peft import PeftModel
 
 from aerorl_ops.losses import TokenLogprobs, fused_token_logprobs
 from aerorl_ops.models.vision_tokens import vision_token_mask
@@ -62,24 +63,42 @@ def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_
 
 
 def final_hidden_states(model, batch: SequenceBatch) -> torch.Tensor:
-    """Last hidden states of the decoder (before the LM head): [B, T, H]."""
-    return model.model(**batch.inputs, use_cache=False).last_hidden_state
+    """Last hidden states of the decoder (before the LM head): [B, T, H]. A peft ``PeftModel`` (LoRA)
+    is read through the model it wraps, whose layers carry the adapters."""
+    inner = model.get_base_model() if isinstance(model, PeftModel) else model
+    return inner.model(**batch.inputs, use_cache=False).last_hidden_state
 
 
-def completion_logprobs(model, batch: SequenceBatch, temperature: float = 1.0) -> TokenLogprobs:
-    """Log-prob (and entropy) of every counted completion token, flattened row-major: [N].
+class CompletionTokens(NamedTuple):
+    """Per counted completion token, flattened row-major (the order of ``x[completion_mask[:, 1:]]``)."""
+
+    logprobs: torch.Tensor  # [N] log p(token), differentiable
+    entropy: torch.Tensor  # [N] entropy of the next-token distribution, differentiable
+    hidden: torch.Tensor  # [N, H] final hidden state at the position that predicts the token
+
+
+def completion_tokens(model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
+    """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H].
 
     Hidden state ``t`` predicts token ``t + 1``, so position ``t`` counts when token ``t + 1`` is
     a counted completion token.
     """
-    hidden = final_hidden_states(model, batch)  # [B, T, H]
+    hidden = final_hidden_states(model, batch)[:, :-1]  # [B, T-1, H]
+    counted = batch.completion_mask[:, 1:]  # [B, T-1]
     head = model.get_output_embeddings()
-    return fused_token_logprobs(
-        hidden[:, :-1],  # [B, T-1, H]
+    scored = fused_token_logprobs(
+        hidden,  # [B, T-1, H]
         head.weight,  # [V, H]
         batch.input_ids[:, 1:],  # [B, T-1]
-        batch.completion_mask[:, 1:],  # [B, T-1]
+        counted,  # [B, T-1]
         temperature=temperature,
         lm_head_bias=getattr(head, "bias", None),
     )
+    return CompletionTokens(scored.logprobs, scored.entropy, hidden[counted])  # [N], [N], [N, H]
+
+
+def completion_logprobs(model, batch: SequenceBatch, temperature: float = 1.0) -> TokenLogprobs:
+    """Log-prob and entropy of every counted completion token, flattened row-major: [N] each."""
+    tokens = completion_tokens(model, batch, temperature)
+    return TokenLogprobs(tokens.logprobs, tokens.entropy)
 

@@ -16,9 +16,9 @@ class StepStats:
     reward_mean: float | None  # the environment's reward over the rollout (RL steps)
     reward_std: float | None
     accuracy: float | None  # share of rollout replies the environment marks correct
-    kl: float | None  # token-mean k3 KL to the reference (None without a reference)
-    entropy: float | None
-    clip_fraction: float | None  # share of tokens where the PPO ratio clip binds
+    kl: float | None  # token-mean KL (the run's kl_kind) of the rollout's policy to the reference (None without one)
+    entropy: float | None  # token-mean entropy of the rollout's policy over response tokens
+    clip_fraction: float | None  # share of tokens where the PPO ratio clip binds (over every update of the step)
     response_clip_ratio: float | None  # share of replies cut at max_new_tokens
     response_length: float
     masked_token_fraction: float  # counted (completion text) tokens / attended tokens
@@ -29,6 +29,13 @@ class StepStats:
     learning_rate: float
     skipped: bool  # the NaN/inf guard skipped this step's update
     peak_memory_mb: float
+    curriculum_stage: int | None = None  # 0-based curriculum stage of the step's batch (None = natural mix)
+    episodes_seen: int | None = None  # training items (supervised) or sampled replies (RL) up to this step
+    approx_kl: float | None = None  # RL: token-mean of old - new log-prob over every update of the step
+    dual_clip_fraction: float | None = None  # RL: share of tokens where the dual clip binds (every update)
+    value_loss: float | None = None  # PPO: the clipped value loss (before value_coef), mean over updates
+    value_clip_fraction: float | None = None  # PPO: share of tokens where the value clip binds (every update)
+    explained_variance: float | None = None  # PPO: 1 - Var(returns - values) / Var(returns) at the rollout
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)

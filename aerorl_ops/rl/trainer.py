@@ -4,17 +4,25 @@
 - ``supervised_step(env, indices)``: teacher-forced masked NLL of each item's answer + EOS
   (vision, prompt and padding tokens excluded), token-mean over the batch.
 - ``rl_step(env, prompts)``: ``group_size`` sampled replies per prompt graded by the environment
-  (reward = ``env.step``'s reward), advantages from the configured algorithm, one update of
-  ``functional.policy_loss`` plus ``kl_coef`` x k3 KL to the frozen reference (token-mean).
+  (reward = ``env.step``'s reward). The rollout's log-probs (the PPO ratio's denominator), the
+  reference's and, for PPO, the value head's values are stored; token rewards are the outcome
+  reward at the last token, minus ``kl_coef`` x KL per token when the KL is in the reward;
+  advantages come from the algorithm (``rl.algorithms``). Then ``ppo_epochs`` passes over the
+  rollout, each of ``ppo_mini_batches`` optimizer updates of ``rl.loss.RLLoss`` (policy, KL,
+  entropy and value terms). The first update's ratio is 1; later ones see the policy move, so
+  the clip can bind.
 
-Every step runs over ``grad_accumulation`` micro-batches whose losses are each divided by the
-whole batch's token count, so their summed gradients equal the one-big-batch gradient. A step
-whose loss or gradient is not finite is skipped (no update, ``skipped=True``); after
-``max_nonfinite_steps`` skipped steps in a row the run stops with :class:`NonFiniteTrainingError`.
+Every update runs over ``grad_accumulation`` micro-batches, each loss weighted by its
+``functional.aggregation_share``, so their summed gradients equal the one-big-batch gradient in
+every ``loss_agg_mode``. An update whose loss or gradient is not finite is skipped (the step then
+has ``skipped=True``); after ``max_nonfinite_steps`` such steps in a row the run stops with
+:class:`NonFiniteTrainingError`.
 
-Deliberate simplifications: one optimisation pass per rollout (the importance ratio is 1 and the
-clip never binds), no value model, AdamW. With ``kl_coef = 0`` the reference is never loaded or run.
-Each step seeds torch from (seed, step), so a resumed run samples what an uninterrupted one would.
+Deliberate simplifications: minibatches are the rollout's micro-batches in a fixed order (not
+reshuffled between epochs); one AdamW and one gradient clip over the policy and the value head
+together (they share the decoder, and the loss is one sum). With ``kl_coef = 0`` the reference is
+never loaded or run. Each step seeds torch from (seed, step), so a resumed run samples what an
+uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -23,20 +31,23 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from aerorl_ops.aerorl_compat import resolve_trainer_backend
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.losses import masked_cross_entropy_loss
-from aerorl_ops.rl.algorithms import build_algorithm
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.functional import aggregate_loss, kl_penalty, policy_loss
+from aerorl_ops.losses import masked_cross_entropy_loss, masked_mean
+from aerorl_ops.rl.algorithms import build_algorithm, resolve_settings, token_rewards
+from aerorl_ops.rl.checkpoint import CheckpointState
+from aerorl_ops.rl.config import ALGORITHM_FIELDS, AeroRLConfig
+from aerorl_ops.rl.functional import aggregation_share, explained_variance, kl_penalty
+from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_mean
 from aerorl_ops.rl.rollout import Rollout, Sampling, collect_rollout, micro_batches, supervised_batch
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
-from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs
+from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
+from aerorl_ops.rl.value_head import ValueHead
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -52,10 +63,38 @@ class TrainerState:
     skipped_steps: int = 0
 
 
-def response_layout(flat: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:
-    """Row-major flattened per-token values [N] -> right-padded [B, width] (gradient kept)."""
-    mask = torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]  # [B, width]
-    return torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device).masked_scatter(mask.to(flat.device), flat)
+class RolloutScores(NamedTuple):
+    """The rollout's per-token scores, [B, L] over response tokens (0 at padding)."""
+
+    logprob: torch.Tensor  # [B, L] the rollout policy's log-probs
+    entropy: torch.Tensor  # [B, L] the rollout policy's entropies
+    ref_logprob: torch.Tensor | None  # [B, L] the reference's log-probs (None without a reference)
+    values: torch.Tensor | None  # [B, L] the value head's values (None without one)
+
+
+class Update(NamedTuple):
+    """One optimizer update over a minibatch."""
+
+    loss: float  # the minibatch's aggregated loss
+    value_loss: float | None  # its aggregated value loss (before value_coef), with a value head
+    grad_norm: float
+    skipped: bool
+    passes: list[LossStats]  # one per micro-batch
+
+
+def response_layout(flat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Row-major flattened per-token values [N] -> [B, L] at the positions ``mask`` counts, 0 elsewhere
+    (gradient kept). mask: [B, L], left-aligned response tokens."""
+    return torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device).masked_scatter(mask.bool(), flat)
+
+
+def row_spans(batches: Sequence[SequenceBatch]) -> list[slice]:
+    """The rows of the whole rollout that each (consecutive) micro-batch holds."""
+    spans, start = [], 0
+    for batch in batches:
+        spans.append(slice(start, start + batch.input_ids.shape[0]))
+        start = spans[-1].stop
+    return spans
 
 
 def response_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -71,8 +110,14 @@ class AeroRLTrainer:
         self.policy = policy
         self.reference = reference
         self.algorithm = build_algorithm(config.algorithm)
+        self.settings = resolve_settings(self.algorithm.defaults, {name: getattr(config, name)
+                                                                   for name in ALGORITHM_FIELDS})
+        self.loss = RLLoss(config.loss_agg_mode, config.clip_low, config.clip_high, config.dual_clip_c,
+                           config.kl_coef, self.settings.kl_kind, self.settings.entropy_coef, config.value_coef,
+                           config.value_clip)
         self.state = TrainerState()
         self._optimizer: torch.optim.Optimizer | None = None
+        self._value_head: ValueHead | None = None
 
     # ----- lifecycle (AeroRL's) -----
     def on_train_start(self) -> dict[str, Any]:
@@ -105,10 +150,29 @@ class AeroRLTrainer:
     # ----- real steps on models -----
     @property
     def optimizer(self) -> torch.optim.Optimizer:
-        if self._optimizer is None:
-            params = [p for p in self._policy().loaded.model.parameters() if p.requires_grad]
+        """AdamW over the policy's trainable parameters only (a frozen vision tower, LoRA's frozen base:
+        no state), and the value head's (PPO). Rebuilt, with fresh state, when those parameters are no
+        longer the ones it holds (a LoRA policy re-based at the RL start for the ``lora_base`` reference)."""
+        params = [p for p in self._policy().loaded.model.parameters() if p.requires_grad]
+        params += list(self.value_head.parameters()) if self.value_head is not None else []
+        held = [p for group in self._optimizer.param_groups for p in group["params"]] if self._optimizer else []
+        if self._optimizer is None or [id(p) for p in held] != [id(p) for p in params]:
             self._optimizer = torch.optim.AdamW(params, lr=self.config.learning_rate)
         return self._optimizer
+
+    @property
+    def value_head(self) -> ValueHead | None:
+        """PPO's critic on the policy's last hidden state (built on first use); None for other algorithms."""
+        if self.algorithm.critic and self._value_head is None:
+            self._value_head = ValueHead.for_model(self._policy().loaded.model)
+        return self._value_head
+
+    def restore(self, state: CheckpointState) -> None:
+        """Continue from a checkpoint's trainer state: the step, the value head (PPO), the optimizer."""
+        self.state.step = state.step
+        if self.value_head is not None and state.value_head is not None:
+            self.value_head.load_state_dict(state.value_head)
+        self.optimizer.load_state_dict(state.optimizer)
 
     def set_learning_rate(self, learning_rate: float) -> None:
         for group in self.optimizer.param_groups:
@@ -127,24 +191,31 @@ class AeroRLTrainer:
         torch.manual_seed(self.config.seed * 1_000_003 + self.state.step)
 
     def _apply_update(self, loss: float) -> tuple[float, bool]:
-        """Clip and apply the accumulated gradient, or skip it when it is not finite."""
-        model = self._policy().loaded.model
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), self.config.max_grad_norm))
+        """The step's one update (``_optimizer_step``), then ``_count_step``."""
+        grad_norm, skipped = self._optimizer_step(loss)
+        self._count_step(skipped, f"loss {loss} / gradient norm {grad_norm}")
+        return grad_norm, skipped
+
+    def _optimizer_step(self, loss: float) -> tuple[float, bool]:
+        """Clip and apply the accumulated gradient, or skip it when it is not finite. Returns
+        (gradient norm, skipped)."""
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
         finite = math.isfinite(loss) and math.isfinite(grad_norm)
         if finite:
             self.optimizer.step()
-            self.state.nonfinite_in_a_row = 0
-        else:
-            self.state.nonfinite_in_a_row += 1
-            self.state.skipped_steps += 1
         self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm, not finite
+
+    def _count_step(self, skipped: bool, detail: str) -> None:
+        """Advance the step; stop the run after ``max_nonfinite_steps`` skipped steps in a row."""
+        self.state.nonfinite_in_a_row = self.state.nonfinite_in_a_row + 1 if skipped else 0
+        self.state.skipped_steps += skipped
         self.state.step += 1
         if self.state.nonfinite_in_a_row >= self.config.max_nonfinite_steps:
             raise NonFiniteTrainingError(
-                f"step {self.state.step}: loss {loss} / gradient norm {grad_norm} not finite in "
-                f"{self.state.nonfinite_in_a_row} steps in a row (max_nonfinite_steps="
-                f"{self.config.max_nonfinite_steps}); lower the learning rate or check the data")
-        return grad_norm, not finite
+                f"step {self.state.step}: {detail} not finite in {self.state.nonfinite_in_a_row} steps in a row "
+                f"(max_nonfinite_steps={self.config.max_nonfinite_steps}); lower the learning rate or check the data")
 
     def accumulate_supervised(self, env: TaskEnv, indices: Sequence[int]) -> tuple[float, list[SequenceBatch]]:
         """Backward of the token-mean answer NLL over micro-batches (no update). Returns the loss."""
@@ -174,64 +245,92 @@ class AeroRLTrainer:
     def _reference_logprobs(self, batch: SequenceBatch) -> torch.Tensor | None:
         if self.config.kl_coef == 0 or self.reference is None:
             return None
-        reference = self.reference
-        with torch.inference_mode():
-            flat = completion_logprobs(reference.loaded.model, _on(batch, reference.device)).logprobs  # [n]
+        reference = self.reference  # a quantized copy, or the LoRA policy under model.disable_adapter()
+        with reference.scoring() as model, torch.inference_mode():
+            flat = completion_logprobs(model, _on(batch, reference.device)).logprobs  # [n]
         return flat.clone().to(self._policy().loaded.device)  # leave inference mode: usable in autograd graphs
 
     def rl_step(self, env: TaskEnv, prompts: Sequence[int]) -> StepStats:
-        """Rollout ``group_size`` replies per prompt, grade them, one policy-gradient update."""
+        """Rollout ``group_size`` replies per prompt, grade them, then ``ppo_epochs`` x
+        ``ppo_mini_batches`` updates (see the module docstring)."""
         if self.config.kl_coef > 0 and self.reference is None:
             raise RuntimeError("rl_step with kl_coef > 0 needs a reference runtime")
         if not self.state.started:
             self.on_train_start()
         started = time.perf_counter()
         self._seed_step()
-        loaded = self._policy().loaded
-        config = self.config
+        loaded, config, settings = self._policy().loaded, self.config, self.settings
         sampling = Sampling(config.temperature, config.top_k, config.top_p)
         rollout = collect_rollout(loaded, env, prompts, config.group_size, config.max_new_tokens, sampling,
-                                  config.grad_accumulation)
-        lengths = torch.tensor([len(ids) for ids in rollout.replies.token_ids])  # [B]
-        width = max(int(lengths.max()), 1)
-        mask = response_mask(lengths, width)  # [B, L]
-        old, ref = [], []
+                                  config.grad_accumulation * config.ppo_mini_batches)
+        lengths = torch.tensor([len(ids) for ids in rollout.replies.token_ids], device=loaded.device)  # [B]
+        mask = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L]
+        scores = self._score_rollout(rollout.batches, mask)
+        kl = (kl_penalty(scores.logprob, scores.ref_logprob, settings.kl_kind)
+              if scores.ref_logprob is not None else None)  # [B, L]
+        in_reward = settings.kl_placement == "reward"
+        rewards = token_rewards(rollout.graded.rewards.to(loaded.device), mask, kl if in_reward else None,
+                                config.kl_coef)  # [B, L]
+        estimate = self.algorithm.advantages(rewards, mask, rollout.indices, scores.values, settings.gamma,
+                                             config.gae_lambda)
+        targets = Targets(scores.logprob, estimate.advantages, estimate.returns, mask,
+                          None if in_reward else scores.ref_logprob, scores.values)
+        minibatches = micro_batches(list(zip(rollout.batches, row_spans(rollout.batches), strict=True)),
+                                    config.ppo_mini_batches)
+        updates = [self._update(minibatch, targets) for _ in range(settings.ppo_epochs) for minibatch in minibatches]
+        skipped = any(update.skipped for update in updates)
+        self._count_step(skipped, "the loss or gradient of an update")
+        passes = [stats for update in updates for stats in update.passes]
+        extra = {"kl": float(masked_mean(kl, mask)) if kl is not None else None,
+                 "entropy": float(masked_mean(scores.entropy, mask)),
+                 **{name: token_weighted_mean(passes, name) for name in (
+                     "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")}}
+        if scores.values is not None:
+            extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
+            extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
+        return self._stats(config.algorithm, sum(u.loss for u in updates) / len(updates), rollout.batches, rollout,
+                           extra, sum(u.grad_norm for u in updates) / len(updates), skipped, started)
+
+    def _score_rollout(self, batches: list[SequenceBatch], mask: torch.Tensor) -> RolloutScores:
+        """The rollout's log-probs, entropies and (PPO) values under the policy that sampled it, and the
+        reference's log-probs; mask: [B, L]."""
+        model = self._policy().loaded.model
+        logprob, entropy, values, ref = [], [], [], []
         with torch.no_grad():
-            for batch in rollout.batches:
-                old.append(completion_logprobs(loaded.model, batch).logprobs)
+            for batch in batches:
+                tokens = completion_tokens(model, batch)  # [n], [n], [n, H]
+                logprob.append(tokens.logprobs)
+                entropy.append(tokens.entropy)
+                if self.value_head is not None:
+                    values.append(self.value_head(tokens.hidden))  # [n]
                 ref.append(self._reference_logprobs(batch))
-        old_logprob = response_layout(torch.cat(old), lengths, width)  # [B, L]
-        ref_logprob = response_layout(torch.cat(ref), lengths, width) if ref[0] is not None else None  # [B, L]
-        advantages = self.algorithm.advantages(rollout.graded.rewards, mask, rollout.indices, old_logprob,
-                                               ref_logprob, config.kl_coef).advantages  # [B, L]
-        total = max(float(mask.sum()), 1.0)
+
+        def layout(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
+            return response_layout(torch.cat(parts), mask) if parts and parts[0] is not None else None  # [B, L]
+
+        return RolloutScores(layout(logprob), layout(entropy), layout(ref), layout(values))
+
+    def _update(self, parts: list[tuple[SequenceBatch, slice]], targets: Targets) -> Update:
+        """One optimizer update over a minibatch: its micro-batches (with their rows of ``targets``)
+        each weighted by its aggregation share, so the gradient is the whole minibatch's."""
+        model = self._policy().loaded.model
+        whole = targets.mask[parts[0][1].start:parts[-1][1].stop]  # [b, L]
+        loss, value_loss, passes = 0.0, 0.0, []
         self.optimizer.zero_grad(set_to_none=True)
-        loss = kl_sum = clip_sum = entropy_sum = 0.0
-        row = 0
-        for batch in rollout.batches:
-            rows = slice(row, row + batch.input_ids.shape[0])
-            row = rows.stop
-            current = completion_logprobs(loaded.model, batch)  # [n] with grad
-            logprob = response_layout(current.logprobs, lengths[rows], width)  # [b, L]
-            part = policy_loss(old_logprob[rows], logprob, advantages[rows], mask[rows], config.clip_eps,
-                               config.clip_eps, agg_mode="token-sum")
-            part_loss = part.loss / total  # []
-            tokens = float(mask[rows].sum())
-            if ref_logprob is not None and not self.algorithm.kl_in_reward:
-                kl = aggregate_loss(kl_penalty(logprob, ref_logprob[rows], "k3"), mask[rows], "token-sum")  # []
-                part_loss = part_loss + config.kl_coef * kl / total
-                kl_sum += float(kl.detach())
-            elif ref_logprob is not None:
-                kl_sum += float(aggregate_loss(kl_penalty(logprob.detach(), ref_logprob[rows], "k3"), mask[rows],
-                                               "token-sum"))
-            part_loss.backward()
-            loss += float(part_loss.detach())
-            clip_sum += float(part.clipfrac) * tokens
-            entropy_sum += float(current.entropy.detach().sum()) if current.entropy.numel() else 0.0
-        grad_norm, skipped = self._apply_update(loss)
-        extra = {"kl": kl_sum / total if ref_logprob is not None else None, "clip_fraction": clip_sum / total,
-                 "entropy": entropy_sum / total}
-        return self._stats(config.algorithm, loss, rollout.batches, rollout, extra, grad_norm, skipped, started)
+        for batch, span in parts:
+            part = targets.rows(span)
+            share = aggregation_share(part.mask, whole, self.loss.agg_mode)
+            tokens = completion_tokens(model, batch)  # [n], [n], [n, H] with gradients
+            values = (response_layout(self.value_head(tokens.hidden), part.mask)
+                      if self.value_head is not None else None)  # [b', L]
+            part_loss, stats = self.loss(response_layout(tokens.logprobs, part.mask),
+                                         response_layout(tokens.entropy, part.mask), values, part)
+            (part_loss * share).backward()
+            loss += float(part_loss.detach()) * share
+            value_loss += (stats.value_loss or 0.0) * share
+            passes.append(stats)
+        grad_norm, skipped = self._optimizer_step(loss)
+        return Update(loss, value_loss if self.value_head is not None else None, grad_norm, skipped, passes)
 
     def _stats(self, phase: str, loss: float, batches: list[SequenceBatch], rollout: Rollout | None,
                extra: dict[str, float | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
@@ -246,7 +345,7 @@ class AeroRLTrainer:
             reward_mean=float(graded.rewards.mean()) if graded else None,
             reward_std=float(graded.rewards.std(unbiased=False)) if graded else None,
             accuracy=float(graded.correct.float().mean()) if graded else None,
-            kl=extra.get("kl"), entropy=extra.get("entropy"), clip_fraction=extra.get("clip_fraction"),
+            **{"kl": None, "entropy": None, "clip_fraction": None, **extra},
             response_clip_ratio=(sum(rollout.replies.truncated) / len(rollout.replies.truncated)
                                  if rollout is not None else None),
             response_length=counted / rows if rows else 0.0,

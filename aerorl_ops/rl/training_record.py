@@ -11,10 +11,11 @@ from datetime import datetime
 import pyarrow as pa
 
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
+from aerorl_ops.evaluator.records import EvalRunRecord, RoleEvaluation, eval_tables
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.held_out import EvalResult
-from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
-from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult
+from aerorl_ops.rl.runtimes import reference_mode
+from aerorl_ops.rl.training_run import SampledEval, TrainingPlan, TrainingResult
 from aerorl_ops.storage.duckdb_store import PartitionWrite
 from aerorl_ops.storage.schema import TRAINING_EVAL_TYPES, TRAINING_EVALS, TRAINING_RUNS, TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySummary
@@ -52,7 +53,7 @@ class TrainingRunRecord:
         return cls(
             run_id=run_id, base_model=base_model, env=env, algorithm=config.algorithm,
             quant_ref_bits=config.quant_ref_bits,
-            reference_quantization_mode=REFERENCE_QUANTIZATIONS[config.quant_ref_bits].mode,
+            reference_quantization_mode=reference_mode(config),
             reference_source=result.reference_source, reference_loaded=result.reference_loaded,
             final_checkpoint=str(result.final_checkpoint), steps=plan.total_steps,
             resumed_from_step=result.resumed_from_step,
@@ -83,10 +84,28 @@ def eval_type_rows(run_id: str, evals: list[EvalResult]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TRAINING_EVAL_TYPES.schema)
 
 
+def sampled_eval_id(run_id: str, sampled: SampledEval) -> str:
+    """The ``eval_id`` of a sampled evaluation during training: run, step, and the split it scored."""
+    return f"{run_id}@{sampled.step}:{sampled.split or sampled.env}"
+
+
+def sampled_eval_tables(run_id: str, result: TrainingResult) -> list[PartitionWrite]:
+    """The ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` rows of the run's sampled evaluations
+    (role ``model``, ``model`` = the run id, ``training_run_id`` and ``step`` set)."""
+    writes: list[PartitionWrite] = []
+    for sampled in result.sampled:
+        record = EvalRunRecord.of("model", run_id, sampled.outcome, dataset=sampled.env, split=sampled.split,
+                                  training_run_id=run_id, step=sampled.step, config={"phase": sampled.phase})
+        writes += eval_tables(sampled_eval_id(run_id, sampled), [RoleEvaluation(record, sampled.outcome)])
+    return writes
+
+
 def training_tables(run_id: str, result: TrainingResult, record: TrainingRunRecord) -> list[PartitionWrite]:
-    """The run's rows of each training table (each replaces the run's partition)."""
+    """The run's rows of each training table (each replaces the run's partition), then the rows of its
+    sampled evaluations in the eval tables."""
     key = {"run_id": run_id}
     return [PartitionWrite(TRAINING_RUNS, key, TRAINING_RUNS.rows([record])),
             PartitionWrite(TRAINING_STEPS, key, step_rows(run_id, result)),
             PartitionWrite(TRAINING_EVALS, key, eval_rows(run_id, result.evals)),
-            PartitionWrite(TRAINING_EVAL_TYPES, key, eval_type_rows(run_id, result.evals))]
+            PartitionWrite(TRAINING_EVAL_TYPES, key, eval_type_rows(run_id, result.evals)),
+            *sampled_eval_tables(run_id, result)]

@@ -4,17 +4,23 @@ Algorithm:
 1. score the no-image prior (fitted on the training items) and the base policy on the fixed
    held-out sample (phases ``no_image_prior`` and ``base``);
 2. ``warmup_steps`` of masked NLL on each item's plain answer + EOS (vision and prompt tokens
-   excluded), with the curriculum's type mix for the first ``focus_until`` steps; it should stop
-   at partial accuracy, so that RL has something to add (phase ``warmup``);
+   excluded), batches drawn by the curriculum stages (``config.curriculum``; global steps); it
+   should stop at partial accuracy, so that RL has something to add (phase ``warmup``);
 3. save the warm-up checkpoint; the frozen reference is loaded from it, quantized as configured
-   (nf4 / int8 / none) — KL is measured to the policy RL started from. With ``kl_coef = 0`` no
-   reference is loaded;
-4. ``rl_steps`` of the configured algorithm, reward = the environment's reward, evaluating every
-   ``eval_interval`` steps (``rl``) and at the end (``final``), then the image-swap check;
-5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too)
-   for the RL phase's training seconds, evaluated at the end (``control``). What RL adds is
-   then read against what the same time of supervised training adds;
-6. checkpoints every ``checkpoint_interval`` steps; a rerun resumes from the latest one.
+   (nf4 / int8 / none), or, with ``reference = lora_base``, it is the policy's own base after the
+   warm-up adapter is merged (adapters disabled) — KL is measured to the policy RL started from.
+   With ``kl_coef = 0`` no reference is loaded;
+4. ``rl_steps`` of the configured algorithm, reward = the environment's reward, then the
+   evaluation at the end (``final``) and the image-swap check. Every ``eval_interval`` global
+   steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``);
+5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too,
+   at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
+   (``control``). What RL adds is then read against what the same time of supervised training adds;
+6. checkpoints every ``checkpoint_interval`` steps; a rerun resumes from the latest one;
+7. with ``sampled_eval_size > 0``, MAYE's evaluation (``evaluator.runner.evaluate_model``: pass@k and
+   pass@1 at the plan's sampling settings, response length, clip ratio, reflection) of that many
+   ``validation_env`` items beside every held-out evaluation of the warm-up and RL phases, and of
+   the held-out items at the end (``TrainingResult.sampled``).
 
 Steps are numbered globally (warm-up steps first). Evaluations use greedy decoding; their
 ``wall_s`` is training seconds (evaluations excluded).
@@ -23,12 +29,15 @@ Steps are numbered globally (warm-up steps first). Evaluations use greedy decodi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
+from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.models.loading import ModelSource
+from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
+from aerorl_ops.evaluator.runner import EvalOutcome, evaluate_model
 from aerorl_ops.rl.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.held_out import EvalResult, SwapCheck, evaluate_policy, image_swap_check, prior_evaluation
@@ -38,6 +47,7 @@ from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.trainer import AeroRLTrainer
 
 WARMUP_DIR = "warmup"
+EVAL_DEFAULTS = EvalSettings()
 CONTROL_SEED_OFFSET = 7919
 
 
@@ -55,17 +65,22 @@ class TrainingPlan:
     checkpoint_interval: int = DEFAULTS.checkpoint_interval
     lr_schedule: str = DEFAULTS.lr_schedule
     lr_warmup_steps: int = DEFAULTS.lr_warmup_steps
-    focus_types: tuple[str, ...] = tuple(t for t in DEFAULTS.focus_types.split(",") if t)
-    focus_share: float = DEFAULTS.focus_share
-    focus_until: int = DEFAULTS.focus_until
+    warmup_lr_schedule: str = DEFAULTS.warmup_lr_schedule
+    warmup_lr_warmup_steps: int = DEFAULTS.warmup_lr_warmup_steps
+    lr_min_ratio: float = DEFAULTS.lr_min_ratio
+    curriculum: tuple[CurriculumStage, ...] = parse_curriculum(DEFAULTS.curriculum)
     control: bool = DEFAULTS.control
     swap_check_type: str = DEFAULTS.swap_check_type
+    sampled_eval_size: int = DEFAULTS.sampled_eval_size
+    sampled_settings: tuple[SamplingSetting, ...] = MAYE_SAMPLING_SETTINGS
+    sampled_batch_size: int = EVAL_DEFAULTS.batch_size
 
     def __post_init__(self) -> None:
-        for name in ("warmup_batch_size", "prompts_per_step", "eval_interval", "checkpoint_interval"):
+        for name in ("warmup_batch_size", "prompts_per_step", "eval_interval", "checkpoint_interval",
+                     "sampled_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainingPlan.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "rl_steps", "lr_warmup_steps", "focus_until"):
+        for name in ("warmup_steps", "rl_steps", "lr_warmup_steps", "warmup_lr_warmup_steps", "sampled_eval_size"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainingPlan.{name} must be >= 0, got {getattr(self, name)}")
         if self.warmup_learning_rate <= 0:
@@ -75,6 +90,23 @@ class TrainingPlan:
     def total_steps(self) -> int:
         return self.warmup_steps + self.rl_steps
 
+    def episodes_after(self, steps: int, group_size: int) -> int:
+        """Training episodes seen after ``steps`` global steps: items of the supervised batches, then
+        sampled replies (prompts x group size) of the RL steps."""
+        warmup = min(steps, self.warmup_steps)
+        return warmup * self.warmup_batch_size + (steps - warmup) * self.prompts_per_step * group_size
+
+
+@dataclass(frozen=True)
+class SampledEval:
+    """MAYE's evaluation of the policy at a global step: ``split`` is the environment's split label."""
+
+    step: int
+    phase: str
+    env: str
+    split: str
+    outcome: EvalOutcome
+
 
 @dataclass
 class TrainingResult:
@@ -83,6 +115,7 @@ class TrainingResult:
     reference_source: str
     steps: list[StepStats] = field(default_factory=list)
     evals: list[EvalResult] = field(default_factory=list)
+    sampled: list[SampledEval] = field(default_factory=list)
     swap: SwapCheck | None = None
     resumed_from_step: int = 0
     reference_loaded: bool = False
@@ -94,7 +127,9 @@ class TrainingResult:
 def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: TrainingPlan, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], device: str = "auto",
                  on_step: Callable[[StepStats], None] | None = None,
-                 on_eval: Callable[[EvalResult], None] | None = None, resume: bool = True) -> TrainingResult:
+                 on_eval: Callable[[EvalResult], None] | None = None, resume: bool = True,
+                 validation_env: TaskEnv | None = None,
+                 on_sampled: Callable[[SampledEval], None] | None = None) -> TrainingResult:
     """Warm-up, RL and control, as described in the module docstring."""
     if len(train_env) == 0 or not eval_indices:
         raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out items "
@@ -104,12 +139,11 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     state = load_checkpoint_state(checkpoint) if checkpoint else None
     policy, reference = wrap_vlm_for_rl(str(checkpoint) if checkpoint else base_model, config, device=device)
     trainer = AeroRLTrainer(config, policy)
-    sampler = ItemSampler(train_env, config.seed, plan.focus_types, plan.focus_share)
+    sampler = ItemSampler(train_env, config.seed, plan.curriculum)
     result = TrainingResult(run_dir, final_checkpoint=run_dir, reference_source="")
     clock = {"train_s": 0.0, "rl_s": 0.0}
     if state is not None:
-        trainer.state.step = state.step
-        trainer.optimizer.load_state_dict(state.optimizer)
+        trainer.restore(state)
         result.resumed_from_step = state.step
         result.reference_source = state.reference_source
 
@@ -119,15 +153,32 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
         result.evals.append(evaluation)
         if on_eval:
             on_eval(evaluation)
+        if plan.sampled_eval_size and phase in ("warmup", "rl", "final") and model_policy is policy:
+            record_sampled(phase, validation_env or eval_env, None)
+            if phase == "final":
+                record_sampled(phase, eval_env, eval_indices)
+
+    def record_sampled(phase: str, env: TaskEnv, indices: Sequence[int] | None) -> None:
+        chosen = list(indices or range(len(env)))[:plan.sampled_eval_size]
+        outcome = evaluate_model(policy.loaded, env, chosen, plan.sampled_settings,
+                                 max_new_tokens=config.max_new_tokens, batch_size=plan.sampled_batch_size,
+                                 seed=config.seed)
+        split = env.items[chosen[0]].split if chosen else ""
+        sampled = SampledEval(trainer.state.step, phase, env.name, split, outcome)
+        result.sampled.append(sampled)
+        if on_sampled:
+            on_sampled(sampled)
 
     def record_step(stats: StepStats) -> None:
+        stats = replace(stats, curriculum_stage=sampler.stage(stats.step - 1),
+                        episodes_seen=plan.episodes_after(stats.step, config.group_size))
         clock["train_s"] += stats.step_s
         result.steps.append(stats)
         if on_step:
             on_step(stats)
         if trainer.state.step % plan.checkpoint_interval == 0:
             save_checkpoint(run_dir / f"step-{trainer.state.step}", policy.loaded, trainer.optimizer,
-                            trainer.state.step, result.reference_source)
+                            trainer.state.step, result.reference_source, trainer.value_head)
 
     trainer.on_train_start()
     prior = prior_evaluation(train_env, eval_env, eval_indices)
@@ -139,32 +190,34 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     while trainer.state.step < plan.warmup_steps:
         step = trainer.state.step
         trainer.set_learning_rate(learning_rate_at(step, plan.warmup_learning_rate, plan.warmup_steps,
-                                                   plan.lr_schedule, plan.lr_warmup_steps))
-        indices = sampler.batch(step, plan.warmup_batch_size, focused=step < plan.focus_until)
-        record_step(trainer.supervised_step(train_env, indices))
+                                                   plan.warmup_lr_schedule, plan.warmup_lr_warmup_steps,
+                                                   plan.lr_min_ratio))
+        record_step(trainer.supervised_step(train_env, sampler.batch(step, plan.warmup_batch_size)))
         if trainer.state.step == plan.warmup_steps:
             save_checkpoint(run_dir / WARMUP_DIR, policy.loaded, trainer.optimizer, trainer.state.step,
                             str(run_dir / WARMUP_DIR))
             result.reference_source = str(run_dir / WARMUP_DIR)
             record_eval("warmup")
+        elif trainer.state.step % plan.eval_interval == 0:
+            record_eval("warmup")
     if not result.reference_source:
         result.reference_source = base_model if plan.warmup_steps == 0 else str(run_dir / WARMUP_DIR)
-    if plan.rl_steps and config.kl_coef > 0:
-        reference.source = ModelSource(result.reference_source, local_files_only=True)
-        reference.model_name_or_path = result.reference_source
+    if plan.rl_steps and config.kl_coef > 0:  # lora_base: at the RL start, re-base the adapters (runtimes)
+        reference.anchor(result.reference_source, rl_start=trainer.state.step == plan.warmup_steps)
         trainer.reference = reference
     while trainer.state.step < plan.total_steps:
         rl_index = trainer.state.step - plan.warmup_steps
         trainer.set_learning_rate(learning_rate_at(rl_index, config.learning_rate, plan.rl_steps, plan.lr_schedule,
-                                                   plan.lr_warmup_steps))
+                                                   plan.lr_warmup_steps, plan.lr_min_ratio))
         stats = trainer.rl_step(train_env, sampler.batch(trainer.state.step, plan.prompts_per_step))
         clock["rl_s"] += stats.step_s
         record_step(stats)
-        if (rl_index + 1) % plan.eval_interval == 0 and trainer.state.step < plan.total_steps:
+        if trainer.state.step % plan.eval_interval == 0 and trainer.state.step < plan.total_steps:
             record_eval("rl")
     result.reference_loaded = reference._loaded is not None
     result.final_checkpoint = save_checkpoint(run_dir / f"step-{trainer.state.step}", policy.loaded,
-                                              trainer.optimizer, trainer.state.step, result.reference_source)
+                                              trainer.optimizer, trainer.state.step, result.reference_source,
+                                              trainer.value_head)
     record_eval("final")
     if plan.swap_check_type:
         result.swap = image_swap_check(policy.loaded, eval_env, eval_indices, plan.swap_check_type,
@@ -183,11 +236,13 @@ def run_control(result: TrainingResult, config: AeroRLConfig, plan: TrainingPlan
     trainer = AeroRLTrainer(config, policy)
     if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
         trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)
-    trainer.set_learning_rate(plan.warmup_learning_rate)
-    sampler = ItemSampler(train_env, config.seed + CONTROL_SEED_OFFSET, plan.focus_types, plan.focus_share)
+    trainer.set_learning_rate(learning_rate_at(max(plan.warmup_steps - 1, 0), plan.warmup_learning_rate,
+                                               plan.warmup_steps, plan.warmup_lr_schedule,
+                                               plan.warmup_lr_warmup_steps, plan.lr_min_ratio))
+    sampler = ItemSampler(train_env, config.seed + CONTROL_SEED_OFFSET, plan.curriculum)
     spent, steps = 0.0, 0
     while steps == 0 or spent < seconds:
-        stats = trainer.supervised_step(train_env, sampler.batch(steps, plan.warmup_batch_size))
+        stats = trainer.supervised_step(train_env, sampler.batch(plan.warmup_steps + steps, plan.warmup_batch_size))
         spent += stats.step_s
         steps += 1
     record_eval("control", policy, plan.warmup_steps + steps)

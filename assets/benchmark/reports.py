@@ -11,7 +11,6 @@ and writes the dated JSON artifact ``<reports_dir>/<YYYY-MM-DD>/<run>__<model>__
 """
 
 
-import base64
 import hashlib
 import json
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, trans
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REJECTED_ROWS, REWARD_SCORES
 from aerorl_ops.storage.views import create_views
 from assets.benchmark.partitions import partition_parts
-from assets.metadata import markdown_preview
+from assets.metadata import inline_png, markdown_preview
 from assets.rejections import rejected_rows_table
 from assets.runs import benchmark_run_id, git_sha, library_versions
 
@@ -58,7 +57,7 @@ def png_markdown(title: str, render: Callable[[pd.DataFrame], bytes], frame: pd.
         png = render(frame)
     except ValueError as error:  # the plot functions raise ValueError when there is nothing to plot
         return dg.MetadataValue.md(f"_{title}: nothing to plot ({error})_")
-    return dg.MetadataValue.md(f"![{title}](data:image/png;base64,{base64.b64encode(png).decode()})")
+    return inline_png(title, png)
 
 
 def with_key(frame: pd.DataFrame, run_id: str, model_key: str, batch_size: int, **extra) -> pa.Table:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,24 +21,29 @@ from dagster_duckdb import DuckDBResource
 from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.config.datasets import DatasetSettings
+from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.models.sources import model_source
+from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
 from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of
+from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of, validation_environment
 from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord, training_tables
-from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult, run_training
+from aerorl_ops.rl.training_run import SampledEval, TrainingPlan, TrainingResult, run_training
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import TRAINING_TABLES
+from aerorl_ops.storage.schema import EVAL_TABLES, TRAINING_TABLES
 from aerorl_ops.telemetry import TelemetrySampler
+from assets.figures import training_figures
 from assets.metadata import markdown_preview
 from assets.project import DATA_DIR
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class
 
+EVAL_DEFAULTS = EvalSettings()
 SAFE_RUN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 
 TRAINING_DOC = """Training settings of this run; the defaults are the config file's [training].
@@ -66,8 +72,9 @@ class TrainingRunConfig(dg.Config):
                              "(at most 100, not starting with '.'): it names a folder under data/checkpoints")
         return rl_config_of(self)
 
-    def plan(self) -> TrainingPlan:
-        return training_plan_of(self)
+    def plan(self, evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingPlan:
+        """The plan; sampled evaluations during training use ``evaluation`` (the config's ``[eval]``)."""
+        return training_plan_of(self, evaluation)
 
     def run_id(self) -> str:
         """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed)."""
@@ -77,9 +84,10 @@ class TrainingRunConfig(dg.Config):
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
         return f"rl-{self.algorithm}-s{self.seed}-{digest}"
 
-    def environments(self, seed: int) -> tuple[TaskEnv, TaskEnv]:
-        """The training environment and the held-out one (a fixed sample of ``eval_size`` items)."""
-        return training_environments(self, seed)
+    def environments(self, seed: int, datasets: Sequence[DatasetSettings] = ()) -> tuple[TaskEnv, TaskEnv]:
+        """The training environment and the held-out one (a fixed sample of ``eval_size`` items);
+        ``env`` may name one of ``datasets`` (the config's ``[datasets.<name>]``)."""
+        return training_environments(self, seed, datasets)
 
 
 def training_config_class(training: TrainingSettings) -> type[TrainingRunConfig]:
@@ -134,16 +142,19 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
           model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
     """The body of ``rl_run``: validate, build the environments, train, write the run's tables."""
     rl_config = config.rl_config()  # validates every setting before any model loads
-    plan = config.plan()
+    plan = config.plan(bench.eval)
     run_id = config.run_id()
     base = resolve_base_model(config.base_model, model_runtime, bench)
     model_runtime.apply_threads()
-    train_env, held_out = config.environments(bench.seed + config.seed)
+    train_env, held_out = config.environments(bench.seed + config.seed, bench.datasets)
+    validation = validation_environment(config, bench.datasets)
+    board = TensorBoardLogger(tensorboard_dir(Path(duckdb.database).parent, run_id))  # beside the database
     run_dir = DATA_DIR / "checkpoints" / run_id
     started, clock = datetime.now(UTC), time.perf_counter()
     bar = tqdm(total=plan.total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
 
     def on_step(stats: StepStats) -> None:
+        board.log_step(stats)
         bar.update(stats.step - bar.n)
         bar.set_postfix(progress_postfix(stats))
         rate = stats.step / max(time.perf_counter() - clock, 1e-9)
@@ -152,21 +163,31 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
                          f"ETA {(plan.total_steps - stats.step) / rate:.0f} s")
 
     def on_eval(evaluation: EvalResult) -> None:
+        board.log_eval(evaluation)
         overall = evaluation.report.overall
         context.log.info(f"eval at step {evaluation.step} ({evaluation.phase}): accuracy {overall.accuracy:.4f} "
                          f"± {overall.standard_error:.4f} (n={overall.n})")
 
+    def on_sampled(sampled: SampledEval) -> None:
+        board.log_eval(sampled.outcome, step=sampled.step)
+        context.log.info(f"sampled eval at step {sampled.step} on {sampled.env}/{sampled.split}: "
+                         + ", ".join(f"{name} {value:.4f}" for name, value in sampled.outcome.scalars().items()
+                                     if name.count("/") == 2 and name.endswith("/accuracy")))
+
     with TelemetrySampler(interval_s=model_runtime.telemetry_interval_s,
                           device=model_runtime.torch_device()) as sampler:
         result = run_training(base, run_dir, rl_config, plan, train_env, held_out, list(range(len(held_out))),
-                              device=model_runtime.device, on_step=on_step, on_eval=on_eval, resume=config.resume)
+                              device=model_runtime.device, on_step=on_step, on_eval=on_eval, resume=config.resume,
+                              validation_env=validation, on_sampled=on_sampled)
     bar.close()
+    board.close()
     settings = {k: v for k, v in config.model_dump().items() if k not in RUN_FIELDS}
     record = TrainingRunRecord.of(run_id, base, config.env, rl_config, plan, result, settings, started,
                                   datetime.now(UTC), sampler.summary())
     with duckdb.get_connection() as conn:
-        ensure_tables(conn, TRAINING_TABLES)
+        ensure_tables(conn, TRAINING_TABLES + EVAL_TABLES)
         replace_partitions(conn, training_tables(run_id, result, record))
+        figures = training_figures(conn, duckdb.database, run_id)  # PNGs under reports/plots/training/<run_id>
     final, warmup = result.eval_of("final"), result.eval_of("warmup")
     return dg.MaterializeResult(metadata={
         "run_id": run_id,
@@ -176,4 +197,5 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
         "warmup_accuracy": warmup.accuracy if warmup else None,
         "swap_changed": record.swap_changed,
         "evaluations": markdown_preview(evaluation_summary(result), rows=50),
+        **figures,
     })

@@ -17,7 +17,8 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_ui.py"
 
-ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
+ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
+          "eval_run"}
 CHECKS = {
     ("generations", "generations_are_not_prompt_echoes", True),
     ("generations", "generations_latencies_are_valid", False),
@@ -67,7 +68,7 @@ def test_dagster_dev_lists_the_definitions_and_shuts_down_cleanly(ui, tmp_path):
 
     (repository,) = data["repositoriesOrError"]["nodes"]
     assert repository["location"]["name"] == ui.LOCATION_NAME
-    assert {job["name"] for job in repository["jobs"]} - {"__ASSET_JOB"} == {"benchmark", "training"}
+    assert {job["name"] for job in repository["jobs"]} - {"__ASSET_JOB"} == {"benchmark", "training", "evaluation"}
     (schedule,) = repository["schedules"]
     assert (schedule["name"], schedule["cronSchedule"], schedule["scheduleState"]["status"]) == (
         "nightly_benchmark", "0 2 * * *", "RUNNING")

@@ -25,7 +25,8 @@ def asset_names(keys) -> set[str]:
 def test_every_definition_resolves():
     dg.Definitions.validate_loadable(defs)
     assert asset_names(defs.resolve_all_asset_keys()) == {
-        "docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run"}
+        "docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
+        "eval_run"}
     assert defs.resolve_schedule_def("nightly_benchmark").job_name == "benchmark"
     assert set(defs.resources) >= {"model_runtime", "duckdb", "io_manager"}
 
@@ -36,6 +37,8 @@ def test_jobs_select_their_stage():
     assert benchmark.partitions_def == benchmark_partitions
     training = defs.resolve_job_def("training")
     assert asset_names(training.asset_layer.executable_asset_keys) == {"rl_run"}
+    evaluation = defs.resolve_job_def("evaluation")
+    assert asset_names(evaluation.asset_layer.executable_asset_keys) == {"eval_run"}
 
 
 def test_partitions_are_model_by_batch_size_from_the_config():

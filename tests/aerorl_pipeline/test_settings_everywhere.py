@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from aerorl_ops.config.benchmark import load_benchmark_config
+from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.fields import default_of, setting_fields
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES, RewardSettings
@@ -17,6 +18,7 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_pipeline import cli
 from aerorl_pipeline.definitions import build_definitions, defs
 from aerorl_pipeline.settings_flags import config_path_from
+from assets.evaluation.eval_run import RUN_FIELDS as EVAL_RUN_FIELDS
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 from assets.training.rl_run import RUN_FIELDS, training_config_class
 
@@ -24,13 +26,14 @@ SHIPPED_TOML = tomllib.loads(BENCHMARK_CONFIG_PATH.read_text())
 SHIPPED = load_benchmark_config(BENCHMARK_CONFIG_PATH)
 DEFS = build_definitions(BENCHMARK_CONFIG_PATH)
 PARSER = cli.build_parser(SHIPPED)
-CLI = {"bench": PARSER.parse_args(["bench"]), "train": PARSER.parse_args(["train"])}
+CLI = {command: PARSER.parse_args([command]) for command in ("bench", "train", "eval")}
 
 # (TOML table, settings dataclass, asset whose run config carries it, command whose flags carry it)
 SURFACES = [
     ("generation", GenerationSettings, "generations", "bench"),
     ("rewards", RewardSettings, "reward_scores", "bench"),
     ("training", TrainingSettings, "rl_run", "train"),
+    ("eval", EvalSettings, "eval_run", "eval"),
 ]
 FILE_SETTINGS = [pytest.param(section, cls, asset, command, field, id=f"{section}.{field.name}")
                  for section, cls, asset, command in SURFACES for field in setting_fields(cls)]
@@ -61,7 +64,8 @@ def test_toml_dataclass_dagster_and_cli_defaults_are_equal(section, cls, asset, 
 @pytest.mark.parametrize(("section", "cls", "asset", "command"), SURFACES)
 def test_the_run_config_and_the_flags_have_every_setting_and_nothing_else(section, cls, asset, command):
     settings = {field.name for field in setting_fields(cls)}
-    run_only = {"generations": {"limit"}, "reward_scores": set(), "rl_run": set(RUN_FIELDS)}[asset]
+    run_only = {"generations": {"limit"}, "reward_scores": set(), "rl_run": set(RUN_FIELDS),
+                "eval_run": set(EVAL_RUN_FIELDS)}[asset]
     assert set(dagster_fields(DEFS, asset)) == settings | run_only
     flags = getattr(CLI[command], f"{section.removesuffix('s')}_flags")  # generation_, reward_, training_flags
     assert set(flags) == settings - NO_FLAG
@@ -90,6 +94,10 @@ pass_threshold = 0.5
 [training]
 steps = 5
 quant_bits = 8
+
+[eval]
+model = "tiny-b"
+n = 20
 """
 
 
@@ -123,7 +131,7 @@ def test_the_dagster_loader_reads_the_file_named_by_the_environment(nightly, mon
     assert dagster_fields(defs(), "rl_run")["steps"].default_value == SHIPPED.training.steps
 
 
-@pytest.mark.parametrize("command", ["bench", "train", "dev"])
+@pytest.mark.parametrize("command", ["bench", "train", "eval", "dev"])
 def test_every_command_takes_config_and_its_flags_default_to_that_file(nightly, command):
     argv = [command, "--config", str(nightly)]
     assert config_path_from(argv, BENCHMARK_CONFIG_PATH) == nightly.resolve()
@@ -136,6 +144,9 @@ def test_every_command_takes_config_and_its_flags_default_to_that_file(nightly, 
     if command == "train":
         assert (args.steps, args.quant_bits, args.group_size) == (5, 8, 8)
         assert cli.build_parser(load_benchmark_config(nightly)).parse_args([*argv, "--steps", "2"]).steps == 2
+    if command == "eval":
+        assert (args.n, args.model, args.samples) == (20, "tiny-b", 8)
+        assert cli.build_parser(load_benchmark_config(nightly)).parse_args([*argv, "--n", "3"]).n == 3
 
 
 def test_aerorl_dev_hands_the_config_to_the_definitions_loader(nightly, monkeypatch):
@@ -159,7 +170,7 @@ def test_a_bad_config_file_is_a_configuration_error(tmp_path, capsys):
 
 def test_the_default_training_run_id_is_stable_so_reruns_resume():
     """The run id hashes the training settings, so a rerun with the same settings finds its checkpoints.
-    (Issue 11 changed the training settings, hence these ids; a change of them must be deliberate.)"""
+    (Issues 11 and 12 changed the training settings, hence these ids; a change of them must be deliberate.)"""
     TrainingConfig = training_config_class(SHIPPED.training)
-    assert TrainingConfig().run_id() == "rl-grpo-s0-60715b210c"
-    assert TrainingConfig(steps=3, learning_rate=1e-2).run_id() == "rl-grpo-s0-a36d96a5c1"
+    assert TrainingConfig().run_id() == "rl-grpo-s0-4f025caa29"
+    assert TrainingConfig(steps=3, learning_rate=1e-2).run_id() == "rl-grpo-s0-210b41a1bc"

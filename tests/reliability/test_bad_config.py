@@ -118,7 +118,7 @@ def test_plan_bench_refuses_before_anything_runs(models, batch_sizes, named):
     ({"group_size": 1}, "AeroRLConfig.group_size must be >= 2 for grpo"),
     ({"kl_coef": -0.01}, "AeroRLConfig.kl_coef must be >= 0, got -0.01"),
     ({"kl_coef": float("nan")}, "AeroRLConfig.kl_coef must be a finite number, got nan"),
-    ({"algorithm": "ppo"}, "algorithm must be one of ('grpo', 'dr_grpo', 'rloo', 'reinforce_pp'), got 'ppo'"),
+    ({"algorithm": "trpo"}, "algorithm must be one of ('grpo', 'dr_grpo', 'rloo', 'reinforce_pp', 'ppo'), got 'trpo'"),
 ])
 def test_rl_config_validate_names_the_field(settings, named):
     with pytest.raises(ValueError) as raised:

@@ -66,12 +66,12 @@ def test_every_section_maps_onto_its_dataclass():
 
 @pytest.mark.parametrize(("data", "setting", "problem"), [
     ({"benchmark": {"batch_sizes": [1], "max_new_tokens": 8}}, "benchmark.max_new_tokens",
-     "belongs in [generation] or [training], not in [benchmark]"),
+     "belongs in [generation] or [training] or [eval], not in [benchmark]"),
     ({"generation": {"seed": 3}}, "generation.seed", "belongs in [benchmark] or [training]"),
-    ({"training": {"stepz": 3}}, "training", "has unknown keys ['stepz']; known keys: base_model, env, train_split"),
+    ({"training": {"stepz": 3}}, "training", "has unknown keys ['stepz']; known keys: base_model, env, eval_env, train_split"),
     ({"reward": {"target_tokens": 3}}, "reward", "is not a table of this file"),
-    ({"training": {"algorithm": "ppo"}}, "training.algorithm", "must be one of ('grpo', 'dr_grpo', 'rloo', "
-     "'reinforce_pp'), got 'ppo'"),
+    ({"training": {"algorithm": "trpo"}}, "training.algorithm", "must be one of ('grpo', 'dr_grpo', 'rloo', "
+     "'reinforce_pp', 'ppo'), got 'trpo'"),
     ({"training": {"quant_bits": 3}}, "training.quant_bits", "must be 4 (nf4), 8 (int8) or 16, got 3"),
     ({"training": {"kl_coef": -1}}, "training.kl_coef", "must be >= 0, got -1"),
     ({"training": {"group_size": 0}}, "training.group_size", "must be a positive integer, got 0"),

@@ -39,14 +39,17 @@ def test_logprobs_entropy_and_gradients_match_naive(dtype, bias, chunk_size, tem
     assert out.logprobs.shape == (int(mask.sum()),)
     torch.testing.assert_close(out.logprobs, want_logp, **TOL[dtype])
     torch.testing.assert_close(out.entropy, want_entropy.detach(), **TOL[dtype])
-    assert not out.entropy.requires_grad
 
-    # A per-token upstream gradient, as a policy-gradient loss would send.
+    # A per-token upstream gradient, as a policy-gradient loss would send; then one with an entropy
+    # bonus too, and the entropy alone.
     weights = torch.linspace(-1.0, 2.0, out.logprobs.numel(), dtype=dtype)
-    want_grads = torch.autograd.grad((weights * want_logp).sum(), inputs)
-    grads = torch.autograd.grad((weights * out.logprobs).sum(), inputs)
-    for got, want in zip(grads, want_grads, strict=True):
-        torch.testing.assert_close(got, want, **TOL[dtype])
+    bonus = torch.linspace(0.5, -1.5, out.logprobs.numel(), dtype=dtype)
+    for loss_of in (lambda logp, ent: (weights * logp).sum(), lambda logp, ent: (weights * logp + bonus * ent).sum(),
+                    lambda logp, ent: (bonus * ent).sum()):
+        want_grads = torch.autograd.grad(loss_of(want_logp, want_entropy), inputs, retain_graph=True)
+        grads = torch.autograd.grad(loss_of(out.logprobs, out.entropy), inputs, retain_graph=True)
+        for got, want in zip(grads, want_grads, strict=True):
+            torch.testing.assert_close(got, want, **TOL[dtype])
 
 
 def test_hand_computed_logprob_and_entropy():

@@ -8,7 +8,9 @@ import duckdb
 import pytest
 import torch
 
+from aerorl_ops.config.curriculum import parse_curriculum
 from aerorl_ops.envs import make_env
+from aerorl_ops.evaluation.sampling import SamplingSetting
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.runtimes import ReferenceRuntime, wrap_vlm_for_rl
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
@@ -16,12 +18,13 @@ from aerorl_ops.rl.trainer import AeroRLTrainer, NonFiniteTrainingError
 from aerorl_ops.rl.training_record import TrainingRunRecord, training_tables
 from aerorl_ops.rl.training_run import TrainingPlan, run_training
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import TRAINING_TABLES
+from aerorl_ops.storage.schema import EVAL_TABLES, TRAINING_TABLES
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
 CONFIG = AeroRLConfig(group_size=4, max_new_tokens=4, learning_rate=1e-3, quant_ref_bits=8, seed=3)
 PLAN = TrainingPlan(warmup_steps=2, warmup_batch_size=8, rl_steps=2, prompts_per_step=2, eval_interval=1,
-                    checkpoint_interval=100, control=True, swap_check_type="colour")
+                    checkpoint_interval=100, control=True, swap_check_type="colour",
+                    curriculum=parse_curriculum("1: colour @ 1.0; 3: shape @ 0.5"))
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +37,14 @@ def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs,
     train_env, eval_env = envs
     result = run_training(str(tiny_model_dir), tmp_path / "run", CONFIG, PLAN, train_env, eval_env, range(16),
                           device="cpu", resume=False)
-    assert [e.phase for e in result.evals] == ["no_image_prior", "base", "warmup", "rl", "final", "control"]
+    assert [(e.phase, e.step) for e in result.evals][:6] == [
+        ("no_image_prior", 0), ("base", 0), ("warmup", 1), ("warmup", 2), ("rl", 3), ("final", 4)]
+    assert [e.phase for e in result.evals][6:] == ["control"] and result.evals[6].step > 2  # after >= 1 step
     assert [s.phase for s in result.steps] == ["warmup", "warmup", "grpo", "grpo"]
+    # stage 0 covers step 0, stage 1 steps 1-2, then the natural mix; episodes: 8 items per warm-up step,
+    # then 2 prompts x 4 replies per RL step
+    assert [s.curriculum_stage for s in result.steps] == [0, 1, 1, None]
+    assert [s.episodes_seen for s in result.steps] == [8, 16, 24, 32]
     assert result.reference_loaded and result.swap is not None and result.swap.question_type == "colour"
     rl = result.steps[-1]
     assert rl.kl is not None and rl.kl >= 0 and rl.accuracy is not None and 0 <= rl.response_clip_ratio <= 1
@@ -51,7 +60,7 @@ def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs,
                              "WHERE phase = 'no_image_prior' ORDER BY question_type").fetchall()
         total = conn.execute("SELECT sum(n) FROM training_eval_types WHERE phase = 'final'").fetchone()[0]
         swap = conn.execute("SELECT swap_question_type, swap_changed FROM training_runs").fetchone()
-    assert all(n == 16 for _, _, n in evals) and len(evals) == 6
+    assert all(n == 16 for _, _, n in evals) and len(evals) == 7
     prior = result.eval_of("no_image_prior").report
     assert types == [("no_image_prior", kind, value.accuracy, value.n) for kind, value in prior.by_type.items()]
     assert total == 16 and swap[0] == "colour"
@@ -129,9 +138,61 @@ def test_learning_rate_schedules_by_hand():
         learning_rate_at(0, 1.0, 10, "linear")
 
 
-def test_curriculum_batches_hold_the_focus_share(envs):
+def test_curriculum_batches_hold_each_stage_share(envs):
     train_env, _ = envs
-    sampler = ItemSampler(train_env, 0, ("colour", "shape"), 0.75)
-    batch = sampler.batch(0, 8, focused=True)
-    assert sum(train_env.question_type(i) in ("colour", "shape") for i in batch) >= 6
-    assert batch == ItemSampler(train_env, 0, ("colour", "shape"), 0.75).batch(0, 8, focused=True)
+    stages = parse_curriculum("2: colour,shape @ 0.75; 4: colour @ 1.0")
+    sampler = ItemSampler(train_env, 0, stages)
+    first, second, natural = sampler.batch(0, 8), sampler.batch(2, 8), sampler.batch(4, 8)
+    assert sum(train_env.question_type(i) in ("colour", "shape") for i in first[:6]) == 6
+    assert all(train_env.question_type(i) not in ("colour", "shape") for i in first[6:])
+    assert all(train_env.question_type(i) == "colour" for i in second)
+    assert [sampler.stage(s) for s in range(5)] == [0, 0, 1, 1, None]
+    assert natural == ItemSampler(train_env, 0).batch(4, 8)  # after the last stage: the natural mix
+    assert first == ItemSampler(train_env, 0, stages).batch(0, 8)  # a function of (seed, step) alone
+
+
+def test_curriculum_stage_naming_a_missing_type_is_an_error(envs):
+    with pytest.raises(ValueError, match=r"stage 1 \(until step 5\).*'diagram'.*it has"):
+        ItemSampler(envs[0], 0, parse_curriculum("5: diagram"))
+
+
+def test_cosine_floor_and_control_rate():
+    assert learning_rate_at(9, 1.0, 10, "cosine", 2, min_ratio=0.1) == pytest.approx(0.1)
+    assert learning_rate_at(2, 1.0, 10, "cosine", 2, min_ratio=0.1) == pytest.approx(1.0)
+    assert learning_rate_at(5, 2.0, 10, "cosine", 2, min_ratio=0.5) == pytest.approx(
+        2.0 * (0.5 + 0.5 * 0.5 * (1 + 0.2225209339563144)))
+
+
+def test_sampled_evaluations_during_training_land_in_the_eval_tables(tiny_model_dir, envs, tmp_path):
+    """MAYE's evaluation beside each held-out eval of the warm-up and RL phases (on the validation env)
+    and at the end (validation and held-out), written as eval_* rows tied to the run and step."""
+    train_env, eval_env = envs
+    validation = make_env("easy_vqa", split="validation", limit=8, seed=0)
+    settings = (SamplingSetting("high_temp_pass2", n=2, k=2), SamplingSetting("greedy_pass1", greedy=True))
+    plan = TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=2, prompts_per_step=2, eval_interval=2,
+                        control=False, swap_check_type="", sampled_eval_size=3, sampled_settings=settings,
+                        sampled_batch_size=4)
+    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=1)
+    result = run_training(str(tiny_model_dir), tmp_path / "run", config, plan, train_env, eval_env, range(5),
+                          device="cpu", resume=False, validation_env=validation)
+    assert [(s.step, s.phase, s.split) for s in result.sampled] == [
+        (2, "warmup", "validation"), (4, "final", "validation"), (4, "final", "test")]
+    assert all(s.outcome.indices == (0, 1, 2) for s in result.sampled)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
+    record = TrainingRunRecord.of("r2", str(tiny_model_dir), "easy_vqa", config, plan, result, {}, when, when,
+                                  telemetry)
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
+        ensure_tables(conn, TRAINING_TABLES + EVAL_TABLES)
+        replace_partitions(conn, training_tables("r2", result, record))
+        runs = conn.execute("SELECT eval_id, training_run_id, step, split, questions FROM eval_runs "
+                            "ORDER BY step, split DESC").fetchall()
+        samples = conn.execute("SELECT setting, count(*) FROM eval_samples GROUP BY setting ORDER BY 1").fetchall()
+        metric = conn.execute("SELECT accuracy FROM eval_metrics WHERE eval_id = 'r2@4:test' AND "
+                              "setting = 'greedy_pass1' AND question_type = 'all'").fetchone()[0]
+    assert runs == [("r2@2:validation", "r2", 2, "validation", 3), ("r2@4:validation", "r2", 4, "validation", 3),
+                    ("r2@4:test", "r2", 4, "test", 3)]
+    assert samples == [("greedy_pass1", 3 * 3), ("high_temp_pass2", 3 * 3 * 2)]  # 3 evals x 3 questions x n
+    final_test = result.sampled[-1].outcome
+    greedy = [s.correct for s in final_test.samples if s.setting == "greedy_pass1"]
+    assert metric == pytest.approx(sum(greedy) / 3)

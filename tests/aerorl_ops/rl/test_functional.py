@@ -9,7 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aerorl_ops.rl.functional import (
+    AGGREGATORS,
     aggregate_loss,
+    aggregation_share,
+    explained_variance,
     gae_advantages,
     grpo_advantages,
     kl_penalty,
@@ -485,3 +488,39 @@ def test_matches_verl_formulas_on_random_right_padded_batches(batch, seq, seed):
     close(aggregate_loss(rewards, mask, "token-mean"), (rewards * mask).sum() / mask.sum())
     close(aggregate_loss(rewards, mask, "seq-mean-token-sum"), verl_seq_mean(rewards, mask, token_mean=False))
     close(aggregate_loss(rewards, mask, "seq-mean-token-mean"), verl_seq_mean(rewards, mask, token_mean=True))
+
+
+def test_aggregation_shares_by_hand():
+    whole = t([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1]])  # 6 tokens; 3 non-empty rows
+    part = whole[:2]  # 3 tokens; 2 non-empty rows
+    assert aggregation_share(part, whole, "token-mean") == 0.5
+    assert aggregation_share(part, whole, "token-sum") == 1.0
+    for mode in ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"):
+        assert aggregation_share(part, whole, mode) == pytest.approx(2 / 3, abs=1e-15)
+    assert aggregation_share(whole[2:3], whole[2:3], "token-mean") == 0.0  # an empty batch
+    with pytest.raises(ValueError, match="mode 'mean'"):
+        aggregation_share(part, whole, "mean")
+
+
+@pytest.mark.parametrize("mode", list(AGGREGATORS))
+def test_shares_make_micro_batch_losses_and_gradients_add_up_to_the_batch(mode):
+    gen = torch.Generator().manual_seed(3)
+    loss_mat = torch.randn(5, 4, generator=gen, dtype=F64, requires_grad=True)
+    mask = t([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
+    whole = aggregate_loss(loss_mat, mask, mode)
+    (want,) = torch.autograd.grad(whole, loss_mat)
+    parts = sum(aggregation_share(mask[rows], mask, mode) * aggregate_loss(loss_mat[rows], mask[rows], mode)
+                for rows in (slice(0, 2), slice(2, 3), slice(3, 5)))
+    (got,) = torch.autograd.grad(parts, loss_mat)
+    close(parts, whole)
+    close(got, want)
+
+
+def test_explained_variance_by_hand():
+    returns = t([[1.0, 2.0, 9.0], [3.0, 0.0, 0.0]])
+    mask = t([[1, 1, 0], [1, 0, 0]])  # counted returns 1, 2, 3: unbiased variance 1
+    values = t([[1.0, 1.0, -5.0], [4.0, 7.0, 7.0]])  # residuals 0, 1, -1: unbiased variance 1
+    close(explained_variance(values, returns, mask), 1.0 - 1.0 / (1.0 + 1e-5))
+    close(explained_variance(returns, returns, mask), 1.0)
+    close(explained_variance(returns - 7.0, returns, mask), 1.0)  # a constant offset costs nothing
+    assert math.isnan(float(explained_variance(values, returns, t([[1, 0, 0], [0, 0, 0]]))))

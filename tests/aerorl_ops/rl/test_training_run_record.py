@@ -7,9 +7,14 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
+
 from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.training_record import TrainingRunRecord
+from aerorl_ops.rl.stats import StepStats
+from aerorl_ops.rl.training_record import TrainingRunRecord, step_rows
 from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult
+from aerorl_ops.storage.duckdb_store import ensure_tables
+from aerorl_ops.storage.schema import TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
 
@@ -28,3 +33,21 @@ def test_a_finished_run_becomes_one_record():
     assert json.loads(record.config) == {"training": {"steps": 3, "seed": 0}, "aerorl": dataclasses.asdict(config)}
     assert (record.started_at, record.finished_at) == (started, finished)
     assert json.loads(record.telemetry) == telemetry.as_record()
+
+
+def test_value_head_stats_become_columns_null_without_a_value_head(tmp_path):
+    common = dict(loss=0.1, reward_mean=0.5, reward_std=0.5, accuracy=0.5, kl=0.01, entropy=1.0, clip_fraction=0.1,
+                  response_clip_ratio=0.0, response_length=2.0, masked_token_fraction=0.1,
+                  vision_token_fraction=0.5, tokens_per_s=10.0, step_s=1.0, grad_norm=0.5, learning_rate=1e-3,
+                  skipped=False, peak_memory_mb=100.0, approx_kl=0.002, dual_clip_fraction=0.0)
+    result = TrainingResult(Path("r"), Path("r/step-2"), "r/warmup", steps=[
+        StepStats(step=1, phase="grpo", **common),
+        StepStats(step=2, phase="ppo", **common, value_loss=0.2, value_clip_fraction=0.05, explained_variance=0.3)])
+    with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
+        conn.execute("CREATE TABLE training_steps (run_id VARCHAR NOT NULL, step INTEGER NOT NULL, loss DOUBLE)")
+        ensure_tables(conn, [TRAINING_STEPS])  # an older table gains the new columns
+        conn.register("rows", step_rows("r", result))
+        conn.execute("INSERT INTO training_steps BY NAME SELECT * FROM rows")
+        got = conn.execute("SELECT step, approx_kl, value_loss, value_clip_fraction, explained_variance "
+                           "FROM training_steps ORDER BY step").fetchall()
+    assert got == [(1, 0.002, None, None, None), (2, 0.002, 0.2, 0.05, 0.3)]

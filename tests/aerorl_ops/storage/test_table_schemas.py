@@ -79,7 +79,9 @@ TABLES = {
         "reward_std DOUBLE, accuracy DOUBLE, kl DOUBLE, entropy DOUBLE, clip_fraction DOUBLE, "
         "response_clip_ratio DOUBLE, response_length DOUBLE, masked_token_fraction DOUBLE, "
         "vision_token_fraction DOUBLE, tokens_per_s DOUBLE, step_s DOUBLE, grad_norm DOUBLE, learning_rate "
-        "DOUBLE, skipped BOOLEAN, peak_memory_mb DOUBLE"
+        "DOUBLE, skipped BOOLEAN, peak_memory_mb DOUBLE, curriculum_stage INTEGER, episodes_seen BIGINT, "
+        "approx_kl DOUBLE, dual_clip_fraction DOUBLE, value_loss DOUBLE, value_clip_fraction DOUBLE, "
+        "explained_variance DOUBLE"
     ),
     "training_evals": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, wall_s DOUBLE, accuracy DOUBLE, "

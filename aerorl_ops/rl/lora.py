@@ -1,0 +1,124 @@
+"""LoRA adapters on the policy, through ``peft`` (verl's ``lora_rank`` / ``lora_alpha`` / ``target_modules``).
+
+A LoRA layer computes ``y = W·x + (alpha / r)·B·A·x`` with ``A [r, in]`` (Kaiming-uniform at
+init) and ``B [out, r]`` (zeros at init, so a fresh adapter leaves the model unchanged); only
+``A`` and ``B`` train. verl's defaults: ``lora_alpha = 16`` whatever the rank (the scale is then
+``16 / r``), ``target_modules = "all-linear"``, no bias, no dropout.
+
+Never adapted: the vision tower (``vision_tower.find_vision_tower``; verl's VLM recipe excludes it too)
+and the LM head (the fused log-prob path reads its weight directly). Both are excluded through
+peft's ``exclude_modules`` regex, so a target list that names their layers cannot reach them.
+
+Checkpoints (``save_policy``): a LoRA policy is saved **merged**, ``W + (alpha/r)·B·A`` in
+place of each adapted weight, so the folder loads with a plain ``from_pretrained`` and is
+benchmarked as any model; the adapter itself goes to ``<dir>/adapter`` (peft's format).
+
+Loading a folder that has ``adapter/`` (a resume, the supervised control, a run started from a
+LoRA checkpoint) continues that adapter: the merged weights are loaded, the adapter attached,
+and its delta subtracted, ``W = merged − (alpha/r)·B·A``. The adapter and its optimizer state
+come back exactly; the base weights equal the saved run's up to float rounding (one ulp).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
+
+from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.vision_tower import find_vision_tower
+
+ADAPTER_DIR = "adapter"
+ADAPTER = "default"  # peft's name of the one adapter
+
+
+def lora_config(model: torch.nn.Module, config: AeroRLConfig) -> LoraConfig:
+    """The settings' ``LoraConfig``, the vision tower and the LM head excluded."""
+    tower = find_vision_tower(model)
+    excluded = [re.escape(tower[0]) + r"(\..*)?"] if tower else []
+    head = model.get_output_embeddings()
+    excluded += [re.escape(name) for name, module in model.named_modules() if module is head]
+    targets = config.lora_target_modules.strip()
+    return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
+                      exclude_modules="|".join(excluded) or None, bias="none")
+
+
+def attach_lora(model: torch.nn.Module, config: AeroRLConfig) -> PeftModel:
+    """Fresh adapters on ``model`` (its own parameters frozen). Their init is seeded by ``config.seed``
+    without touching the global generators."""
+    with torch.random.fork_rng(), _peft_calls():
+        torch.manual_seed(config.seed)
+        try:
+            return get_peft_model(model, lora_config(model, config))
+        except ValueError as error:
+            raise ValueError(f"AeroRLConfig.lora_target_modules={config.lora_target_modules!r}: {error}") from None
+
+
+def load_lora(model: torch.nn.Module, folder: str | Path | None, config: AeroRLConfig) -> PeftModel:
+    """``folder``'s saved adapter on its un-merged base when it has one, else fresh adapters."""
+    saved = Path(folder) / ADAPTER_DIR if folder is not None else None
+    if saved is None or not saved.is_dir():
+        return attach_lora(model, config)
+    with _peft_calls():
+        peft_model = PeftModel.from_pretrained(model, saved, is_trainable=True)
+    stored = peft_model.peft_config[ADAPTER]
+    if (stored.r, stored.lora_alpha) != (config.lora_rank, config.lora_alpha):
+        raise ValueError(f"{saved} holds a LoRA adapter of rank {stored.r} / alpha {stored.lora_alpha}, but "
+                         f"AeroRLConfig.lora_rank / lora_alpha are {config.lora_rank} / {config.lora_alpha}; use "
+                         "the checkpoint's values, or start from another folder")
+    with torch.no_grad():
+        for _, layer in lora_layers(peft_model):
+            layer.get_base_layer().weight -= layer.get_delta_weight(ADAPTER)
+    return peft_model
+
+
+def merged_state_dict(model: PeftModel) -> dict[str, torch.Tensor]:
+    """The plain model's state dict (its own key names), each adapted weight as ``W + (alpha/r)·B·A``
+    (the same in-place add as peft's merge, so a merged policy and this export agree bit for bit)."""
+    base = model.get_base_model()
+    layers = dict(lora_layers(base))
+    merged = {}
+    with torch.no_grad():
+        for key, value in base.state_dict().items():
+            owner, _, leaf = key.rpartition(".")
+            if any(part.startswith("lora_") for part in owner.split(".")):
+                continue
+            if owner.endswith(".base_layer"):
+                owner = owner.removesuffix(".base_layer")
+                key = f"{owner}.{leaf}"
+                if leaf == "weight":
+                    value = value.clone().add_(layers[owner].get_delta_weight(ADAPTER)).cpu()
+            merged[key] = value
+    return merged
+
+
+def save_policy(model: torch.nn.Module, directory: Path) -> None:
+    """``save_pretrained`` of the plain model; a LoRA policy merged, its adapter in ``adapter/``."""
+    adapter = Path(directory) / ADAPTER_DIR
+    if isinstance(model, PeftModel):
+        model.get_base_model().save_pretrained(directory, state_dict=merged_state_dict(model))
+        model.save_pretrained(adapter)
+    else:
+        model.save_pretrained(directory)
+        if adapter.is_dir():  # a stale adapter would be resumed on top of these full weights
+            shutil.rmtree(adapter)
+
+
+def lora_layers(model: torch.nn.Module) -> Iterator[tuple[str, LoraLayer]]:
+    return ((name, module) for name, module in model.named_modules() if isinstance(module, LoraLayer))
+
+
+@contextmanager
+def _peft_calls() -> Iterator[None]:
+    """peft reads transformers' deprecated ``is_gradient_checkpointing``; its warning is not ours to fix."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield

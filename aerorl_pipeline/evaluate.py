@@ -1,0 +1,92 @@
+"""`aerorl eval`: run the ``evaluation`` job (a model against its baseline) and print the comparison.
+
+The inputs are checked before anything loads: an unknown model key (that is not a checkpoint
+directory either), an unknown dataset or an unreadable split is a configuration error (exit 2).
+A failed run exits 1 with the error; a finished one prints the side-by-side table (every metric of
+both models, the difference and, for accuracy, the paired 95% interval), per question type too,
+and where the figure and the rows are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aerorl_ops.config.evaluation import EvalSettings
+from aerorl_ops.config.fields import checked
+from aerorl_pipeline.settings_flags import flag_values
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+# The model, dataset, Dagster and DuckDB imports happen inside the functions: building the `aerorl`
+# parser (every command) must not pay for them.
+
+
+def check_inputs(args: argparse.Namespace) -> EvalSettings:
+    """The eval settings of the command line, with the models and the dataset resolved (else ConfigError)."""
+    from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings, model_entry
+
+    settings = checked(EvalSettings, "aerorl eval", "eval", flag_values(args, args.eval_flags))
+    model_entry(settings.model, args.settings)
+    model_entry(settings.baseline, args.settings, "baseline")
+    dataset_env(dataset_settings(settings.dataset, args.settings, settings.split, settings.n))
+    return settings
+
+
+def _failure(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:  # the step error wraps what the asset raised
+            error = error.cause
+        if error is not None:
+            return error.message.strip()
+    return f"run {result.run_id} failed; see `aerorl dev` for its logs"
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    check_inputs(args)
+    import duckdb
+    from dagster_duckdb import DuckDBResource
+
+    from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
+    from aerorl_pipeline.instance import local_instance
+
+    instance = local_instance()
+    from aerorl_pipeline.bench import QUIET_LOGS
+    from aerorl_pipeline.definitions import build_definitions
+    from assets.resources import default_resources
+
+    resources = default_resources()
+    args.database.parent.mkdir(parents=True, exist_ok=True)
+    resources["duckdb"] = DuckDBResource(database=str(args.database))
+    run_config = {"ops": {"eval_run": {"config": {**flag_values(args, args.eval_flags), "eval_id": args.eval_id}}},
+                  **QUIET_LOGS}
+    job = build_definitions(args.config, resources).resolve_job_def("evaluation")
+    result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
+    if not result.success:
+        print(f"aerorl eval: {_failure(result)}", file=sys.stderr)
+        return 1
+    (event,) = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    eval_id = metadata["eval_id"].value
+    with duckdb.connect(str(args.database), read_only=True) as conn:
+        table = format_side_by_side(side_by_side(conn, eval_id))
+    print(f"eval {eval_id}: {metadata['model'].value} vs baseline {metadata['baseline'].value} on "
+          f"{metadata['questions'].value} questions of {metadata['dataset'].value} ({metadata['wall_s'].value} s)\n")
+    print(table.to_string(index=False))
+    figure = metadata.get("accuracy_by_setting_png")
+    print(f"\nfigure: {figure.value if figure else '(none)'}\nDuckDB: {args.database}\n"
+          f"  aerorl sql \"SELECT * FROM eval_vs_baseline WHERE eval_id = '{eval_id}'\"")
+    return 0
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser, default_database: Path) -> None:
+    """The flags of `aerorl eval` that are not settings."""
+    parser.add_argument("--database", type=Path, default=default_database, metavar="PATH",
+                        help="the report database the eval's rows go to (default: %(default)s)")
+    parser.add_argument("--eval-id", default="",
+                        help="eval id (default: a digest of the settings and the dataset; the same eval replaces "
+                             "its own rows)")

@@ -1,0 +1,1 @@
+"""Evaluation: a model against its baseline at MAYE's three sampling settings (``eval_run``)."""

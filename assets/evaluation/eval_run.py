@@ -1,0 +1,88 @@
+"""``eval_run``: a model against its baseline on the same questions, at MAYE's three sampling settings.
+
+Both models answer ``n`` questions of a configured dataset (pass@k at temperature 1.0, pass@1 at
+0.6, pass@1 near-greedy); ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` / ``eval_comparisons``
+get the eval's rows and the ``eval_vs_baseline`` view is refreshed. The metadata shows the
+side-by-side table (with the paired 95% intervals) and the accuracy figure.
+"""
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.config.benchmark import BenchmarkConfig, EvalSettings
+from aerorl_ops.config.fields import ConfigError, checked
+from aerorl_ops.evaluation.sampling import SamplingSetting
+from aerorl_ops.evaluator.comparison import compare_models
+from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings, model_entry
+from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
+from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
+from aerorl_ops.storage.eval_views import create_eval_views
+from aerorl_ops.storage.schema import EVAL_TABLES
+from assets.figures import eval_figures
+from assets.metadata import markdown_preview
+from assets.resources import ModelRuntime
+from assets.settings_config import config_class, settings_values
+
+EVAL_DOC = """Eval settings of this run; the defaults are the config file's [eval].
+
+model / baseline: a model key from the config file, or a checkpoint directory. dataset: a
+[datasets] name; n questions of its split (or of `split`), the same for both models."""
+RUN_FIELDS = {"eval_id": (str, "", "eval id (default: a digest of the settings and the dataset; the same eval "
+                                   "replaces its own rows)")}
+
+
+class EvalRunConfig(dg.Config):
+    """What ``eval_run``'s run config does with its fields (generated per config file by
+    :func:`eval_config_class`)."""
+
+    def settings(self) -> EvalSettings:
+        return checked(EvalSettings, "eval_run config", "eval", settings_values(self, EvalSettings))
+
+
+def eval_config_class(settings: EvalSettings) -> type["EvalRunConfig"]:
+    """``eval_run`` run config: the ``[eval]`` settings (defaults: ``settings``), then ``RUN_FIELDS``."""
+    return config_class("EvalConfig", settings, EVAL_DOC, base=EvalRunConfig, extra=RUN_FIELDS)
+
+
+def build_eval_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
+    """The ``eval_run`` asset; its run config defaults to the ``[eval]`` settings in ``bench``."""
+    EvalConfig = eval_config_class(bench.eval)  # a Config class, made per config file
+
+    @dg.asset(group_name="evaluation", kinds={"pytorch", "duckdb"})
+    def eval_run(context: dg.AssetExecutionContext, config: EvalConfig, model_runtime: ModelRuntime,
+                 duckdb: DuckDBResource) -> dg.MaterializeResult:
+        """A model against its baseline at MAYE's settings, paired; rows and the comparison view in DuckDB."""
+        return evaluate(context, bench, config, model_runtime, duckdb)
+
+    return eval_run
+
+
+def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: EvalRunConfig,
+             model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    """The body of ``eval_run``: check the inputs, evaluate both models, write the eval's rows."""
+    try:
+        settings = config.settings()
+        model, baseline = model_entry(settings.model, bench), model_entry(settings.baseline, bench, "baseline")
+        dataset = dataset_settings(settings.dataset, bench, settings.split, settings.n)
+        env = dataset_env(dataset)
+    except ConfigError as error:
+        raise dg.Failure(f"eval_run config: {error}") from error
+
+    def progress(role: str, setting: SamplingSetting, wall_s: float) -> None:
+        context.log.info(f"{role}: {setting.label} on {len(env)} questions in {wall_s:.1f} s")
+
+    result = compare_models(model_runtime.load, model, baseline, env, dataset, settings, config.eval_id or None,
+                            progress)
+    with duckdb.get_connection() as conn:
+        ensure_tables(conn, EVAL_TABLES)
+        replace_partitions(conn, result.writes())
+        create_eval_views(conn)
+        table = format_side_by_side(side_by_side(conn, result.eval_id))
+        figures = eval_figures(conn, duckdb.database, result.eval_id)
+    return dg.MaterializeResult(metadata={
+        "eval_id": result.eval_id, "model": settings.model, "baseline": settings.baseline,
+        "dataset": f"{dataset.name} ({dataset.split})", "questions": len(env),
+        "samples": len(result.model.outcome.samples) + len(result.baseline.outcome.samples),
+        "wall_s": round(result.model.outcome.wall_s + result.baseline.outcome.wall_s, 2),
+        "comparison": markdown_preview(table, rows=len(table)), **figures,
+    })

@@ -1,0 +1,67 @@
+"""The RL algorithm settings of ``[training]``: checks that name the setting, unset = the algorithm's default."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from aerorl_ops.config.fields import ConfigError, checked, help_of
+from aerorl_ops.config.training import ALGORITHMS, KL_KINDS, LOSS_AGG_MODES, TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.rl.algorithms import ALGORITHMS as ALGORITHM_OBJECTS
+from aerorl_ops.rl.config import ALGORITHM_FIELDS
+from aerorl_ops.rl.from_settings import rl_config_of
+from aerorl_ops.rl.functional import AGGREGATORS, kl_penalty
+
+
+@pytest.mark.parametrize(("name", "value", "problem"), [
+    ("kl_kind", "k4", "must be one of"),
+    ("kl_placement", "both", "must be one of"),
+    ("loss_agg_mode", "seq-sum", "must be one of"),
+    ("ppo_epochs", 0, "must be a positive integer"),
+    ("ppo_mini_batches", 0, "must be a positive integer"),
+    ("clip_low", 1.0, r"must be in \(0, 1\)"),
+    ("clip_low", 0.0, r"must be in \(0, 1\)"),
+    ("clip_high", -0.2, r"must be in \(0, 1\)"),
+    ("dual_clip_c", 1.0, "must be > 1"),
+    ("entropy_coef", -0.01, "must be >= 0"),
+    ("gamma", 1.5, r"must be a number in \[0, 1\]"),
+    ("value_clip", 0.0, "must be > 0"),
+])
+def test_a_bad_algorithm_setting_names_the_setting(name, value, problem):
+    with pytest.raises(ConfigError, match=rf"setting 'training.{name}' {problem}"):
+        checked(TrainingSettings, "run config", "training", {name: value})
+
+
+def test_unset_settings_are_valid_and_take_the_algorithms_defaults():
+    assert all(getattr(TRAINING_DEFAULTS, name) is None
+               for name in ("kl_kind", "kl_placement", "ppo_epochs", "entropy_coef", "gamma"))
+    assert checked(TrainingSettings, "run config", "training", {"ppo_epochs": None}).ppo_epochs is None
+    ppo = rl_config_of(dataclasses.replace(TRAINING_DEFAULTS, algorithm="ppo"))
+    assert (ppo.ppo_epochs, ppo.entropy_coef, ppo.gamma) == (None, None, None)  # resolved by the trainer
+    chosen = rl_config_of(dataclasses.replace(TRAINING_DEFAULTS, ppo_epochs=3, kl_kind="k2", clip_high=0.28,
+                                              loss_agg_mode="seq-mean-token-mean"))
+    assert (chosen.ppo_epochs, chosen.kl_kind, chosen.clip_high, chosen.loss_agg_mode) == (
+        3, "k2", 0.28, "seq-mean-token-mean")
+    settings = dataclasses.replace(TRAINING_DEFAULTS, kl_placement="reward", entropy_coef=0.5, gamma=0.9,
+                                   gae_lambda=0.8, value_coef=0.25, value_clip=0.1, dual_clip_c=2.0,
+                                   ppo_mini_batches=2, clip_low=0.1)
+    config = rl_config_of(settings)
+    assert all(getattr(config, name) == getattr(settings, name) for name in ALGORITHM_FIELDS)
+
+
+def test_the_named_choices_are_the_functional_cores():
+    assert LOSS_AGG_MODES == tuple(AGGREGATORS)
+    assert ALGORITHMS == tuple(ALGORITHM_OBJECTS)
+    logprob, ref = torch.tensor([[-1.0]]), torch.tensor([[-2.0]])
+    for kind in KL_KINDS:
+        assert kl_penalty(logprob, ref, kind).shape == (1, 1)
+
+
+def test_the_help_quotes_ppos_own_defaults():
+    """The help of an unset-by-default setting names ppo's default; the value itself lives in rl.algorithms."""
+    ppo = ALGORITHM_OBJECTS["ppo"].defaults
+    for name in ("ppo_epochs", "entropy_coef", "gamma"):
+        assert f"({getattr(ppo, name):g} for ppo" in help_of(TrainingSettings, name)
+    assert f"({ppo.kl_placement} for reinforce_pp and ppo" in help_of(TrainingSettings, "kl_placement")

@@ -1,0 +1,60 @@
+"""The training job end to end through Dagster on the embedded default (a tiny run): the training
+tables, the sampled (MAYE) evaluations in the eval tables, TensorBoard event files, the figures."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+
+import duckdb
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from aerorl_pipeline.definitions import build_definitions
+from assets.project import BENCHMARK_CONFIG_PATH, DATA_DIR
+
+RUN = {"warmup_steps": 2, "warmup_batch_size": 4, "steps": 1, "prompts_per_step": 2, "group_size": 2,
+       "eval_size": 6, "eval_interval": 2, "kl_coef": 0.0, "control": False, "swap_check_type": "",
+       "train_limit": 32, "sampled_eval_size": 2}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, dagster_env_factory):
+    env = dagster_env_factory(tmp_path_factory.mktemp("training_job"))
+    run_name = f"test-{uuid.uuid4().hex[:8]}"
+    job = build_definitions(BENCHMARK_CONFIG_PATH, env.resources).resolve_job_def("training")
+    result = job.execute_in_process(instance=env.instance, raise_on_error=False, run_config={
+        "ops": {"rl_run": {"config": {**RUN, "run_name": run_name}}}})
+    yield env, result, run_name
+    env.instance.dispose()
+    shutil.rmtree(DATA_DIR / "checkpoints" / run_name, ignore_errors=True)
+
+
+def test_the_training_job_writes_its_tables_and_sampled_evals(trained):
+    env, result, run_name = trained
+    assert result.success
+    with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+        phases = conn.execute("SELECT phase, step, n FROM training_evals WHERE run_id = ? ORDER BY step, phase",
+                              [run_name]).fetchall()
+        steps = conn.execute("SELECT step, phase, episodes_seen FROM training_steps WHERE run_id = ? ORDER BY step",
+                             [run_name]).fetchall()
+        sampled = conn.execute("SELECT eval_id, step, split, questions FROM eval_runs WHERE training_run_id = ? "
+                               "ORDER BY step, split DESC", [run_name]).fetchall()
+    assert phases == [("base", 0, 6), ("no_image_prior", 0, 6), ("warmup", 2, 6), ("final", 3, 6)]
+    assert steps == [(1, "warmup", 4), (2, "warmup", 8), (3, "grpo", 12)]  # 4 items per step, then 2 x 2 replies
+    assert sampled == [(f"{run_name}@2:validation", 2, "validation", 2), (f"{run_name}@3:validation", 3,
+                       "validation", 2), (f"{run_name}@3:test", 3, "test", 2)]
+
+
+def test_the_run_logs_tensorboard_scalars_and_attaches_figures(trained):
+    env, result, run_name = trained
+    folder = env.root / "tensorboard" / run_name
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3]
+    assert [e.step for e in events.Scalars("held_out/accuracy")] == [0, 2, 3]  # base, warm-up end, final
+    # the sampled evaluations: at the warm-up eval (validation) and at the end (validation, then test)
+    assert [e.step for e in events.Scalars("eval/high_temp_pass8/accuracy")] == [2, 3, 3]
+    materialization = result.asset_materializations_for_node("rl_run")[0]
+    assert any("accuracy" in key for key in materialization.metadata)
