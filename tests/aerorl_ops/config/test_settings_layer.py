@@ -68,7 +68,8 @@ def test_every_section_maps_onto_its_dataclass():
     ({"benchmark": {"batch_sizes": [1], "max_new_tokens": 8}}, "benchmark.max_new_tokens",
      "belongs in [generation] or [training] or [eval], not in [benchmark]"),
     ({"generation": {"seed": 3}}, "generation.seed", "belongs in [benchmark] or [training]"),
-    ({"training": {"stepz": 3}}, "training", "has unknown keys ['stepz']; known keys: base_model, env, eval_env, train_split"),
+    ({"training": {"stepz": 3}}, "training",
+     "has unknown keys ['stepz']; known keys: base_model, env, eval_env, train_split"),
     ({"reward": {"target_tokens": 3}}, "reward", "is not a table of this file"),
     ({"training": {"algorithm": "trpo"}}, "training.algorithm", "must be one of ('grpo', 'dr_grpo', 'rloo', "
      "'reinforce_pp', 'ppo'), got 'trpo'"),

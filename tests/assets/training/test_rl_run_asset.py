@@ -51,7 +51,6 @@ def test_the_run_logs_tensorboard_scalars_and_attaches_figures(trained):
     folder = env.root / "tensorboard" / run_name
     events = EventAccumulator(str(folder))
     events.Reload()
-    tags = set(events.Tags()["scalars"])
     assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3]
     assert [e.step for e in events.Scalars("held_out/accuracy")] == [0, 2, 3]  # base, warm-up end, final
     # the sampled evaluations: at the warm-up eval (validation) and at the end (validation, then test)
