@@ -59,7 +59,8 @@ def training_environments(settings: TrainingSettings, seed: int,
     ``env`` / ``eval_env`` (empty: ``env``) name a registry kind, whose ``train_split`` /
     ``eval_split`` is used, else one of ``datasets`` (the config's ``[datasets.<name>]``), which
     brings its own kind, path, split and settings (a kind wins over a dataset of the same name);
-    ``train_limit`` (when > 0) and ``eval_size`` replace its limit. An unknown name is an error listing both kinds and datasets.
+    ``train_limit`` (when > 0) and ``eval_size`` replace its limit. An unknown name is an error
+    listing both kinds and datasets.
     """
     configured = {dataset.name: dataset for dataset in datasets}
     train = _environment(settings.env, configured, settings.train_split, settings.train_limit or None,
