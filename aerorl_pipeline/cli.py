@@ -50,7 +50,8 @@ def _train(args: argparse.Namespace) -> int:
         file_values = {name: args.train_parser.get_default(name) for name in args.training_flags}
         settings.update({name: value for name, value in preset_overrides(args.preset).items()
                          if settings[name] == file_values[name]})
-    settings.update({name: getattr(args, name) for name in ("run_name", "resume") if getattr(args, name) is not None})
+    settings.update({name: getattr(args, name) for name in ("run_name", "resume", "wandb_project")
+                     if getattr(args, name) is not None})
     settings["progress_bar"] = True
     run_config = {"ops": {"rl_run": {"config": settings}}, **QUIET_LOGS}
     job = build_definitions(args.config).resolve_job_def("training")
@@ -119,6 +120,8 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     train.add_argument("--run-name", help="run id (default: derived from the settings; the same settings resume)")
     train.add_argument("--no-resume", dest="resume", action="store_false", default=None,
                        help="start over even when a checkpoint of this run exists")
+    train.add_argument("--wandb-project", default=None,
+                       help="also log the run to this wandb project (offline mode) when wandb is installed")
     train.set_defaults(handler=_train, training_flags=training_flags, train_parser=train)
 
     evaluate = commands.add_parser("eval", help="evaluate a model against its baseline at MAYE's three sampling "

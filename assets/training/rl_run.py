@@ -56,6 +56,8 @@ RUN_FIELDS = {
     "run_name": (str, "", "run id (default: derived from the settings; the same settings resume)"),
     "resume": (bool, True, "resume from this run's latest checkpoint when there is one"),
     "progress_bar": (bool, False, "show a progress bar on the terminal"),
+    "wandb_project": (str, "", "also log to this wandb project when wandb is installed (empty = TensorBoard only)"),
+    "wandb_mode": (str, "offline", "wandb mode: offline (default), online or disabled"),
 }
 """Run-config fields of ``rl_run`` that are not settings: they name or show a run, not what it trains."""
 
@@ -148,7 +150,9 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
     model_runtime.apply_threads()
     train_env, held_out = config.environments(bench.seed + config.seed, bench.datasets)
     validation = validation_environment(config, bench.datasets)
-    board = TensorBoardLogger(tensorboard_dir(Path(duckdb.database).parent, run_id))  # beside the database
+    board = TensorBoardLogger(tensorboard_dir(Path(duckdb.database).parent, run_id),  # beside the database
+                              wandb_project=config.wandb_project or None, wandb_mode=config.wandb_mode,
+                              run_name=run_id, config=config.model_dump())
     run_dir = DATA_DIR / "checkpoints" / run_id
     started, clock = datetime.now(UTC), time.perf_counter()
     bar = tqdm(total=plan.total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
