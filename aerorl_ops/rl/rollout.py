@@ -1,7 +1,7 @@
 """Episodes of a task environment as model batches: prompts, sampled or greedy replies, graded.
 
-- ``encode_observations``: chat-templated prompts with their images, left-padded (the model's own
-  processor and chat template);
+- prompts go through ``evaluator.replies.encode_observations`` (the model's own processor and chat
+  template, left-padded);
 - ``generate_replies``: greedy or sampled completions; special tokens other than EOS are never
   emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
 - ``collect_rollout``: ``group_size`` samples per prompt, each graded by ``env.step``;
@@ -20,6 +20,7 @@ import torch
 
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.types import Completion, Observation
+from aerorl_ops.evaluator.replies import encode_observations
 from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.loading import LoadedVLM
@@ -54,16 +55,6 @@ class Rollout(NamedTuple):
     replies: Replies
     graded: Graded
     generation_s: float
-
-
-def encode_observations(loaded: LoadedVLM, observations: Sequence[Observation]):
-    """Chat-templated prompts with their images, left-padded, on the model's device."""
-    processor = loaded.processor
-    texts = [processor.apply_chat_template(o.messages, add_generation_prompt=True, tokenize=False)
-             for o in observations]
-    images = [image for o in observations for image in o.images]
-    inputs = processor(text=texts, images=images or None, return_tensors="pt", padding=True)
-    return inputs.to(loaded.device)
 
 
 def observe_all(env: TaskEnv, indices: Sequence[int]) -> list[Observation]:
