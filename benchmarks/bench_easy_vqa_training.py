@@ -8,8 +8,9 @@ what ``aerorl train`` runs) on the embedded tiny Qwen2-VL, on CPU:
   as a mean over the seeds, in about 5 minutes.
 * ``see`` (``aerorl train --preset see``): curriculum + cosine supervised training, then GRPO at
   lr 1e-4. Targets, in every seed: colour accuracy >= the no-image prior's colour + 20 points,
-  overall accuracy above the prior's, swapping images changes the colour answers, and RL does
-  not lose colour accuracy beyond noise (final colour >= warm-up colour - 2 SE of the difference).
+  overall accuracy above the prior's, swapping images changes the colour answers (at least 10% of
+  them), and RL does not lose colour accuracy beyond noise (final colour >= warm-up colour - 2 SE
+  of the difference).
 
 Printed per run: the accuracy curve (global step, training seconds, accuracy ± SE (n), per type);
 then per target the prior, warm-up, final, control and gains, and the checks. Every evaluation
@@ -44,6 +45,9 @@ from aerorl_ops.rl.training_run import run_training
 
 TARGETS = {"rl": None, "see": "see"}
 TYPES = ("yes_no", "colour", "shape")
+SWAP_CHANGED_AT_LEAST = 0.10
+"""The image-swap check passes when at least this share of colour answers change (a model that ignores
+the image changes none: 0.0 in every run of the ``rl`` target)."""
 
 
 def settings_of(target: str, seed: int, smoke: bool) -> TrainingSettings:
@@ -141,7 +145,7 @@ def summarize_see(runs: dict[int, list[dict]]) -> None:
         lift = final["colour"] - prior["colour"]
         rl_delta = final["colour"] - warm["colour"]
         checks = {"colour>=prior+20": lift >= 0.20, "overall>prior": final["accuracy"] > prior["accuracy"],
-                  "swap changes": (run["swap_changed"] or 0) > 0.5,
+                  "swap changes": (run["swap_changed"] or 0) >= SWAP_CHANGED_AT_LEAST,
                   "RL keeps colour": rl_delta >= -2 * diff_se(final, warm, "colour")}
         print(f"{seed:4d} {cell(prior)} {prior['colour']:9.3f} {cell(final)} "
               f"{final['colour']:.3f}±{final['colour_se']:.3f} {lift * 100:+11.1f}p {run['swap_changed']:6.3f} "
