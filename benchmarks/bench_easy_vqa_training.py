@@ -52,7 +52,8 @@ the image changes none: 0.0 in every run of the ``rl`` target)."""
 
 def settings_of(target: str, seed: int, smoke: bool) -> TrainingSettings:
     overrides = preset_overrides(TARGETS[target]) if TARGETS[target] else {}
-    settings = dataclasses.replace(TRAINING_DEFAULTS, seed=seed, **overrides)
+    # MAYE's sampled evaluations (on by default in aerorl train) change no training step; off here
+    settings = dataclasses.replace(TRAINING_DEFAULTS, seed=seed, **overrides, sampled_eval_size=0)
     if smoke:
         settings = dataclasses.replace(settings, warmup_steps=2, steps=2, eval_size=32, eval_interval=1)
     return settings

@@ -161,7 +161,8 @@ def main() -> None:
         for seed in args.seeds:
             settings = dataclasses.replace(defaults, algorithm=algorithm, seed=seed, warmup_steps=args.warmup_steps,
                                            steps=args.rl_steps, eval_size=args.eval_size,
-                                           control=defaults.control and not args.no_control)
+                                           control=defaults.control and not args.no_control,
+                                           sampled_eval_size=0)  # MAYE's evals change no training, cost time
             runs.append(run_one(settings, base, work, args.device))
             print_run(runs[-1])
     print_summary(runs)

@@ -92,7 +92,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = dataclasses.replace(defaults, warmup_steps=args.warmup_steps, steps=args.rl_steps,
-                                   eval_size=args.eval_size, seed=args.seed)
+                                   eval_size=args.eval_size, seed=args.seed,
+                                   sampled_eval_size=0)  # MAYE's evals change no training, cost time
     config, plan = rl_config_of(settings), training_plan_of(settings)
     train_env, held_out = training_environments(settings, settings.seed)
     work = Path(tempfile.mkdtemp(prefix="aerorl-bench-training-"))

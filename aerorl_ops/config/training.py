@@ -183,10 +183,10 @@ class TrainingSettings:
     seed: int = setting(0, help="seed of data order, sampling and the training items", check=integer)
     eval_interval: int = setting(15, help="evaluate the held-out sample every N global steps (warm-up and RL)",
                                  check=positive_int)
-    sampled_eval_size: int = setting(0, help="MAYE's evaluation during training: this many questions scored at the "
+    sampled_eval_size: int = setting(64, help="MAYE's evaluation during training: this many questions scored at the "
                                      "[eval] sampling settings (pass@k at temperature 1, pass@1 at 0.6, near-greedy) "
                                      "with response length and reflection metrics, on validation_split every "
-                                     "eval interval and on the held-out sample at the end (0 = off; costs time)",
+                                     "eval interval and on the held-out sample at the end (0 = off)",
                                      check=non_negative_int)
     validation_split: str = setting("validation", help="split of a registry env scored by the sampled evaluations "
                                     "during training (a configured dataset uses its held-out set)", check=text)

@@ -102,7 +102,7 @@ def sampled_eval_tables(run_id: str, result: TrainingResult) -> list[PartitionWr
 
 def training_tables(run_id: str, result: TrainingResult, record: TrainingRunRecord) -> list[PartitionWrite]:
     """The run's rows of each training table (each replaces the run's partition), then the rows of its
-    sampled evaluations in the eval tables."""
+    sampled evaluations in the eval tables (so ensure ``TRAINING_TABLES + EVAL_TABLES`` first)."""
     key = {"run_id": run_id}
     return [PartitionWrite(TRAINING_RUNS, key, TRAINING_RUNS.rows([record])),
             PartitionWrite(TRAINING_STEPS, key, step_rows(run_id, result)),

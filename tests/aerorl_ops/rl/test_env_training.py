@@ -53,7 +53,7 @@ def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs,
     record = TrainingRunRecord.of("r1", str(tiny_model_dir), "easy_vqa", CONFIG, PLAN, result, {"steps": 2}, when,
                                   when, telemetry)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
-        ensure_tables(conn, TRAINING_TABLES)
+        ensure_tables(conn, TRAINING_TABLES + EVAL_TABLES)
         replace_partitions(conn, training_tables("r1", result, record))
         evals = conn.execute("SELECT phase, accuracy, n FROM training_evals ORDER BY step, phase").fetchall()
         types = conn.execute("SELECT phase, question_type, accuracy, n FROM training_eval_types "
@@ -196,3 +196,16 @@ def test_sampled_evaluations_during_training_land_in_the_eval_tables(tiny_model_
     final_test = result.sampled[-1].outcome
     greedy = [s.correct for s in final_test.samples if s.setting == "greedy_pass1"]
     assert metric == pytest.approx(sum(greedy) / 3)
+
+
+def test_sampled_evaluations_change_no_training_step(tiny_model_dir, envs, tmp_path):
+    settings = (SamplingSetting("high_temp_pass2", n=2, k=2),)
+    plans = [TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=2, prompts_per_step=2, control=False,
+                          swap_check_type="", eval_interval=1, sampled_eval_size=size, sampled_settings=settings,
+                          sampled_batch_size=4) for size in (0, 3)]
+    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=5)
+    runs = [run_training(str(tiny_model_dir), tmp_path / f"run{i}", config, plan, *envs, range(4), device="cpu",
+                         resume=False) for i, plan in enumerate(plans)]
+    assert [len(run.sampled) for run in runs] == [0, 3 + 2]  # steps 1-3, then the end twice (validation, held-out)
+    assert [s.loss for s in runs[0].steps] == [s.loss for s in runs[1].steps]
+    assert [e.accuracy for e in runs[0].evals] == [e.accuracy for e in runs[1].evals]
