@@ -1,4 +1,4 @@
-"""Arrow tables between assets, cached as Parquet files under a configured folder."""
+"""Arrow tables between assets, cached as Parquet files under a configured folder or object-store URL."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from upath import UPath
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
+_LOCAL_PROTOCOLS = ("", "file", "local")
 
 
 def _safe_part(part: str) -> str:
@@ -35,19 +38,35 @@ def _safe_name(parts: Sequence[str]) -> str:
 class ParquetTableIOManager(dg.ConfigurableIOManager):
     """Stores each asset (partition) as ``<base_dir>/<asset>/<partition>.parquet``.
 
+    ``base_dir`` is a local folder or an fsspec URL (``file://…``, ``s3://bucket/prefix``,
+    ``gs://…``); ``storage_options`` go to that URL's filesystem (for S3-compatible servers, e.g.
+    ``{"endpoint_url": "http://minio:9000", "key": "…", "secret": "…"}``; without them s3fs uses
+    the usual AWS credential chain).
+
     Partition keys become file names with every character outside ``[A-Za-z0-9_.=-]``
     replaced, so no key can address a path outside ``base_dir``; a key that had to change
-    gets a hash of the original, so two keys never share a file. Writes are atomic
-    (temporary file, then rename; a failed write removes its temporary file), so a crashed
-    step never leaves a half-written cache.
+    gets a hash of the original, so two keys never share a file. Writes are atomic, so a
+    crashed step never leaves a half-written cache: on a local folder a temporary file is
+    renamed over the target (a failed write removes its temporary file); on an object store,
+    which has no rename, the whole Parquet file is serialized in memory first and uploaded as
+    one object, which the store makes visible only once complete.
     """
 
     base_dir: str
+    storage_options: dict[str, Any] = {}
 
-    def _path(self, asset_key: dg.AssetKey, partition_key: str | None) -> Path:
-        base = Path(self.base_dir).resolve()
+    def _base(self) -> UPath:
+        base = UPath(self.base_dir)
+        if base.protocol in _LOCAL_PROTOCOLS:
+            return UPath(base.path).resolve()  # a plain local path (a pathlib.Path), symlinks resolved
+        return UPath(self.base_dir, **self.storage_options)
+
+    def _path(self, asset_key: dg.AssetKey, partition_key: str | None) -> UPath:
+        base = self._base()
         name = _safe_name(partition_key.split("|")) if partition_key else "all"
-        path = (base / _safe_name(asset_key.path) / f"{name}.parquet").resolve()
+        path = base / _safe_name(asset_key.path) / f"{name}.parquet"
+        if isinstance(path, Path):
+            path = path.resolve()
         if base not in path.parents:
             raise ValueError(f"refusing to write {path} outside {base}")
         return path
@@ -57,13 +76,10 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
             raise TypeError(f"{context.asset_key.to_user_string()} returned {type(obj).__name__}, "
                             "expected a pyarrow.Table")
         path = self._path(context.asset_key, context.partition_key if context.has_partition_key else None)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        try:
-            pq.write_table(obj, temporary)
-            os.replace(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+        if isinstance(path, Path):
+            _write_local(obj, path)
+        else:
+            _write_object(obj, path)
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
 
     def load_input(self, context: dg.InputContext) -> pa.Table:
@@ -74,4 +90,28 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
                 f"{context.asset_key.to_user_string()} (partition {partition_key or '-'}) has not been materialized: "
                 f"{path} is missing. Materialize it first (e.g. `aerorl bench`)."
             )
-        return pq.read_table(path)
+        with path.open("rb") as handle:
+            return pq.read_table(handle)
+
+
+def _write_local(table: pa.Table, path: Path) -> None:
+    """Temporary file next to ``path``, then an atomic rename over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _write_object(table: pa.Table, path: UPath) -> None:
+    """Serialize in memory, then upload once: a failed serialization uploads nothing, and the
+    store never shows a partly written object."""
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer)
+    try:
+        path.fs.pipe_file(path.path, buffer.getvalue().to_pybytes())
+    except Exception as error:  # botocore / gcsfs errors name the endpoint, not the configured URL
+        raise OSError(f"could not upload {path}: {error}. Check base_dir, its bucket and storage_options "
+                      "(endpoint_url, credentials), and that the store is reachable.") from error
