@@ -14,7 +14,7 @@ and the caller's random state (a trainer's) is left as it was. The model runs in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import torch
@@ -69,23 +69,33 @@ def split_at_eos(tokens: Sequence[int], eos: Sequence[int]) -> tuple[list[int], 
     return list(tokens), False
 
 
-def sample_responses(loaded: LoadedVLM, inputs, setting: SamplingSetting, max_new_tokens: int,
-                     seed: int) -> Responses:
-    """``setting.n`` responses to each prompt row of ``inputs`` (see the module docstring)."""
+def generate_new_tokens(loaded: LoadedVLM, inputs, max_new_tokens: int, decoding: Mapping[str, object],
+                        num_return_sequences: int = 1) -> tuple[list[list[int]], list[int]]:
+    """``model.generate`` on the prompt rows of ``inputs`` with ``decoding`` (``do_sample``,
+    ``temperature``, ``top_p``, ``top_k``), in eval mode under ``torch.inference_mode`` (the training
+    flag restored), every special or added token but EOS suppressed. Returns each output row's
+    generated ids (prompt removed; EOS and the padding after it kept) and the EOS ids."""
     model = loaded.model
     eos = eos_token_ids(loaded)
     suppress = suppressed_token_ids(loaded.tokenizer, eos, model.get_output_embeddings().weight.shape[0])
     was_training = model.training
     model.eval()
     try:
-        with torch.random.fork_rng(), torch.inference_mode():
-            torch.manual_seed(seed)
-            output = model.generate(**inputs, max_new_tokens=max_new_tokens, num_return_sequences=setting.n,
+        with torch.inference_mode():
+            output = model.generate(**inputs, max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
                                     pad_token_id=loaded.tokenizer.pad_token_id, eos_token_id=eos,
-                                    suppress_tokens=suppress, **decoding_kwargs(setting))
+                                    suppress_tokens=suppress, **decoding)
     finally:
         model.train(was_training)
-    new_tokens = output[:, inputs["input_ids"].shape[1]:].cpu().tolist()  # [B * n, <= max_new_tokens]
+    return output[:, inputs["input_ids"].shape[1]:].cpu().tolist(), eos  # [B * n, <= max_new_tokens]
+
+
+def sample_responses(loaded: LoadedVLM, inputs, setting: SamplingSetting, max_new_tokens: int,
+                     seed: int) -> Responses:
+    """``setting.n`` responses to each prompt row of ``inputs`` (see the module docstring)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        new_tokens, eos = generate_new_tokens(loaded, inputs, max_new_tokens, decoding_kwargs(setting), setting.n)
     token_ids, truncated = [], []
     for row in new_tokens:
         ids, ended = split_at_eos(row, eos)

@@ -20,9 +20,8 @@ import torch
 
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.types import Completion, Observation
-from aerorl_ops.evaluator.replies import encode_observations
+from aerorl_ops.evaluator.replies import encode_observations, generate_new_tokens
 from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
-from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
 
@@ -63,18 +62,9 @@ def observe_all(env: TaskEnv, indices: Sequence[int]) -> list[Observation]:
 
 def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: Sampling | None) -> Replies:
     """One completion per prompt row of ``inputs``: greedy when ``sampling`` is None."""
-    model = loaded.model
-    eos = eos_token_ids(loaded)
-    suppress = suppressed_token_ids(loaded.tokenizer, eos, model.get_output_embeddings().weight.shape[0])
     decoding = (dict(do_sample=False, temperature=None, top_k=None, top_p=None) if sampling is None else
                 dict(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p))
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        output = model.generate(**inputs, max_new_tokens=max_new_tokens, pad_token_id=loaded.tokenizer.pad_token_id,
-                                eos_token_id=eos, suppress_tokens=suppress, **decoding)
-    model.train(was_training)
-    new_tokens = output[:, inputs["input_ids"].shape[1]:].cpu().tolist()
+    new_tokens, eos = generate_new_tokens(loaded, inputs, max_new_tokens, decoding)
     ids = [trim_after_eos(tokens, eos) for tokens in new_tokens]
     texts = [loaded.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
     truncated = [len(row) >= max_new_tokens and not (row and row[-1] in eos) for row in ids]
