@@ -119,18 +119,26 @@ def non_negative_number(where: str, setting: str, value: object) -> float:
     return result
 
 
-def probability(where: str, setting: str, value: object) -> float:
-    result = number(where, setting, value)
-    if not 0 < result <= 1:
-        raise fail(where, setting, f"must be in (0, 1], got {value!r}")
-    return result
+def number_in(low: float, high: float, *, low_closed: bool, high_closed: bool) -> Check:
+    """A check that the value is a finite number in the interval from ``low`` to ``high``, each end
+    included when ``*_closed`` (the error writes the interval: ``[0, 1)``)."""
+    interval = f"{'[' if low_closed else '('}{low:g}, {high:g}{']' if high_closed else ')'}"
+
+    def check(where: str, setting: str, value: object) -> float:
+        result = number(where, setting, value)
+        above = result >= low if low_closed else result > low
+        below = result <= high if high_closed else result < high
+        if not (above and below):
+            raise fail(where, setting, f"must be in {interval}, got {value!r}")
+        return result
+    return check
 
 
-def open_fraction(where: str, setting: str, value: object) -> float:
-    result = number(where, setting, value)
-    if not 0 < result < 1:
-        raise fail(where, setting, f"must be in (0, 1), got {value!r}")
-    return result
+probability = number_in(0, 1, low_closed=False, high_closed=True)
+"""A share in (0, 1], e.g. nucleus sampling's mass."""
+open_fraction = number_in(0, 1, low_closed=False, high_closed=False)
+fraction = number_in(0, 1, low_closed=True, high_closed=True)
+fraction_below_one = number_in(0, 1, low_closed=True, high_closed=False)
 
 
 def text(where: str, setting: str, value: object) -> str:

@@ -13,6 +13,8 @@ from aerorl_ops.config.curriculum import parse_curriculum
 from aerorl_ops.config.fields import (
     boolean,
     fail,
+    fraction,
+    fraction_below_one,
     integer,
     non_negative_int,
     non_negative_number,
@@ -52,13 +54,6 @@ def _above_one(where: str, name: str, value: object) -> float:
     return result
 
 
-def _fraction(where: str, name: str, value: object) -> float:
-    """A number in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise fail(where, name, f"must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
 def _curriculum(where: str, name: str, value: object) -> str:
     """A curriculum spec that parses (``config.curriculum``); empty = none."""
     if not isinstance(value, str):
@@ -68,13 +63,6 @@ def _curriculum(where: str, name: str, value: object) -> str:
     except ValueError as error:
         raise fail(where, name, f"is not a curriculum: {error}") from None
     return value
-
-
-def _dropout(where: str, name: str, value: object) -> float:
-    """A probability in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise fail(where, name, f"must be a number in [0, 1), got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -115,7 +103,7 @@ class TrainingSettings:
     warmup_lr_warmup_steps: int = setting(0, help="supervised warm-up phase: linear learning-rate warm-up steps",
                                           check=non_negative_int)
     lr_min_ratio: float = setting(0.0, help="cosine schedules end at this fraction of their phase's learning rate",
-                                  check=_fraction)
+                                  check=fraction)
     grad_accumulation: int = setting(1, help="micro-batches per optimizer update (same gradient, less memory)",
                                      check=positive_int)
     max_nonfinite_steps: int = setting(3, help="NaN/inf guard: stop after this many skipped updates in a row",
@@ -146,8 +134,8 @@ class TrainingSettings:
                                          "unset: the algorithm's (0.01 for ppo, 0 otherwise)",
                                          check=unset_or(non_negative_number))
     gamma: float | None = setting(None, help="discount of per-token returns (reinforce_pp, ppo); unset: the "
-                                  "algorithm's (0.99 for ppo, 1 otherwise)", check=unset_or(_fraction))
-    gae_lambda: float = setting(0.95, help="ppo: GAE lambda", check=_fraction)
+                                  "algorithm's (0.99 for ppo, 1 otherwise)", check=unset_or(fraction))
+    gae_lambda: float = setting(0.95, help="ppo: GAE lambda", check=fraction)
     value_coef: float = setting(0.5, help="ppo: weight of the clipped value loss", check=non_negative_number)
     value_clip: float = setting(0.5, help="ppo: the clipped value loss keeps predictions within this of the "
                                 "rollout's values", check=positive_number)
@@ -166,7 +154,7 @@ class TrainingSettings:
                               check=positive_int)
     lora_target_modules: str = setting("all-linear", help="LoRA targets: all-linear, or comma-separated module "
                                        "names (e.g. q_proj,v_proj)", check=text)
-    lora_dropout: float = setting(0.0, help="dropout on the LoRA branch's input", check=_dropout)
+    lora_dropout: float = setting(0.0, help="dropout on the LoRA branch's input", check=fraction_below_one)
     temperature: float = setting(1.0, help="rollout sampling temperature", check=positive_number)
     top_p: float = setting(1.0, help="rollout nucleus sampling (1 = off)", check=probability)
     top_k: int = setting(0, help="rollout top-k sampling (0 = off)", check=non_negative_int)

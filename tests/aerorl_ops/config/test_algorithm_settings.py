@@ -26,7 +26,7 @@ from aerorl_ops.rl.functional import AGGREGATORS, kl_penalty
     ("clip_high", -0.2, r"must be in \(0, 1\)"),
     ("dual_clip_c", 1.0, "must be > 1"),
     ("entropy_coef", -0.01, "must be >= 0"),
-    ("gamma", 1.5, r"must be a number in \[0, 1\]"),
+    ("gamma", 1.5, r"must be in \[0, 1\]"),
     ("value_clip", 0.0, "must be > 0"),
 ])
 def test_a_bad_algorithm_setting_names_the_setting(name, value, problem):
