@@ -78,6 +78,15 @@ def _setting_lines(axes, settings: pd.DataFrame, column: str) -> int:
     return drawn
 
 
+def _label_step_axes(axes, title: str, ylabel: str) -> None:
+    """Title, "step" on x, ``ylabel`` on y, a light grid and the legend."""
+    axes.set_title(title)
+    axes.set_xlabel("step")
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+
+
 def accuracy_vs_step_png(curves: TrainingCurves) -> bytes:
     evals = curves.evals.dropna(subset=["accuracy"])
     greedy = evals[~evals["phase"].isin([PRIOR_PHASE, CONTROL_PHASE])]
@@ -91,12 +100,8 @@ def accuracy_vs_step_png(curves: TrainingCurves) -> bytes:
         raise _nothing(curves, "evaluations")
     for _, row in evals[evals["phase"] == PRIOR_PHASE].iterrows():
         axes.axhline(row["accuracy"], color="gray", linestyle="--", label="no-image prior")
-    axes.set_title(f"Accuracy vs step ({curves.run_id})")
-    axes.set_xlabel("step")
-    axes.set_ylabel("accuracy")
+    _label_step_axes(axes, f"Accuracy vs step ({curves.run_id})", "accuracy")
     axes.set_ylim(-0.02, 1.02)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
     return _png(figure)
 
 
@@ -127,11 +132,7 @@ def response_length_vs_step_png(curves: TrainingCurves) -> bytes:
         drawn += 1
     if not drawn:
         raise _nothing(curves, "response lengths")
-    axes.set_title(f"Response length vs step ({curves.run_id})")
-    axes.set_xlabel("step")
-    axes.set_ylabel("mean response length (tokens)")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
+    _label_step_axes(axes, f"Response length vs step ({curves.run_id})", "mean response length (tokens)")
     return _png(figure)
 
 
@@ -139,11 +140,7 @@ def reflection_vs_step_png(curves: TrainingCurves) -> bytes:
     figure, axes = _figure()
     if not _setting_lines(axes, curves.settings, "reflection_ratio"):
         raise _nothing(curves, "reflection ratios (sampling-setting evaluations)")
-    axes.set_title(f"Reflection ratio vs step ({curves.run_id})")
-    axes.set_xlabel("step")
-    axes.set_ylabel("share of responses with a reflection word")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
+    _label_step_axes(axes, f"Reflection ratio vs step ({curves.run_id})", "share of responses with a reflection word")
     return _png(figure)
 
 
