@@ -27,14 +27,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import math
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-from transformers.utils import logging as hf_logging
+from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.presets import preset_overrides
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
@@ -167,11 +165,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--smoke", action="store_true", help="2 + 2 steps on 32 questions (checks the script)")
     args = parser.parse_args()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    quiet_model_logs(args.threads)
     args.log.parent.mkdir(parents=True, exist_ok=True)
     done: dict[tuple[str, int], list[dict]] = {}
     if args.log.exists():

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import statistics
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from transformers.utils import logging as hf_logging
+from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.training import TRAINING_DEFAULTS
 from aerorl_ops.envs import make_env
@@ -126,10 +125,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    quiet_model_logs(args.threads)
 
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = Path(args.base_model) if args.base_model else build_tiny_qwen2vl(

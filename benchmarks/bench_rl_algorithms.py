@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import math
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from transformers.utils import logging as hf_logging
+from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.training import ALGORITHMS, TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.evaluation.accuracy import Accuracy
@@ -146,11 +145,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    quiet_model_logs(args.threads)
     work = Path(tempfile.mkdtemp(prefix="aerorl-bench-rl-algorithms-"))
     base = args.base_model or str(build_tiny_qwen2vl(work / "tiny-qwen2-vl"))
     print(f"== {len(args.algorithms)} algorithms x seeds {args.seeds}: {args.warmup_steps} warm-up steps + "

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers.utils import logging as hf_logging
+from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.training import TRAINING_DEFAULTS
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
@@ -86,11 +85,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)  # "MatMul8bitLt: inputs will be cast ..."
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    quiet_model_logs(args.threads)
     settings = dataclasses.replace(defaults, warmup_steps=args.warmup_steps, steps=args.rl_steps,
                                    eval_size=args.eval_size, seed=args.seed,
                                    sampled_eval_size=0)  # MAYE's evals change no training, cost time
