@@ -7,6 +7,8 @@ VENV ?= .venv
 #   make bench TORCH_SPEC="torch==2.13.0" PIP_TORCH_FLAGS="--index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_FLAGS ?=
+# Optional extras besides dev, e.g. EXTRAS=dev,distributed (CI installs the scale-out engines).
+EXTRAS ?= dev
 STAMP := $(VENV)/.installed
 
 .PHONY: setup bench lint test train dev clean
@@ -17,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet $(PIP_TORCH_FLAGS) "$(TORCH_SPEC)"
-	$(VENV)/bin/python -m pip install --quiet -e ".[dev]"
+	$(VENV)/bin/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 bench: $(STAMP)

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import duckdb
 from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
+from aerorl_pipeline.celery_workers import local_workers
+from aerorl_pipeline.definitions import build_definitions
+from aerorl_pipeline.distributed_bench import BenchResources, PartitionOutcome, resources_of, run_partitions
+from aerorl_pipeline.executors import celery_app
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
 from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
@@ -50,16 +56,18 @@ def benchmarked_rows_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:
     return [defs.get_assets_def(key) for key in sorted(defs.get_assets_def("generations").dependency_keys)]
 
 
+def materialize_rows(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    """The benchmarked datasets' rows, in this process (their rejections go to the report database)."""
+    return dg.materialize(benchmarked_rows_assets(defs), instance=instance, tags={BENCHMARK_RUN_TAG: plan.run_id},
+                          resources=defs.resources, run_config=QUIET_LOGS, raise_on_error=False)
+
+
 def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance, refresh_rows: bool = True,
               show_progress: bool = True, ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
     """The benchmarked datasets' rows, then each planned partition of the ``benchmark`` job of ``defs`` (built
     from the config file); ``ops_config`` is the partitions' run config per op (from the command-line flags)."""
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
-    results = []
-    if refresh_rows:
-        rows = benchmarked_rows_assets(defs)
-        results.append(dg.materialize(rows, instance=instance, tags=tags, resources=defs.resources,
-                                      run_config=QUIET_LOGS, raise_on_error=False))
+    results = [materialize_rows(plan, defs, instance)] if refresh_rows else []
     job = defs.resolve_job_def("benchmark")
     run_config = {**QUIET_LOGS, "ops": ops_config or {}}
     for key in tqdm(plan.partition_keys, desc="benchmark partitions", unit="partition", disable=not show_progress):
@@ -83,3 +91,36 @@ def summary_table(database: str, run_id: str) -> str:
             [run_id],
         ).df()
     return frame.to_string(index=False)
+
+
+def run_bench_distributed(plan: BenchPlan, config_path: Path, instance: dg.DagsterInstance,
+                          resources: BenchResources | None = None, refresh_rows: bool = True,
+                          ops_config: dict | None = None, parallel: int | None = None,
+                          log_dir: Path | None = None, quiet: bool = True) -> list[PartitionOutcome]:
+    """The rows here, then every planned partition as a run on the config's ``[executor]``, launched
+    concurrently. With Celery's folder broker (no ``celery_broker``), ``workers`` partition workers
+    and the report writer are started on this machine for the duration, logging to ``log_dir`` (default
+    ``<celery_dir>/workers``); ``quiet=False`` lets each step's Dagster events into those logs."""
+    config = benchmark_config(config_path)
+    resources = resources or BenchResources()
+    defs = build_definitions(config_path, resources_of(config_path, resources))
+    outcomes = []
+    if refresh_rows:
+        rows = materialize_rows(plan, defs, instance)
+        outcomes.append(PartitionOutcome("rows", rows.run_id, rows.success))
+    run_config = {**(QUIET_LOGS if quiet else {}), "ops": ops_config or {}}
+    tags = {BENCHMARK_RUN_TAG: plan.run_id}
+    parallel = parallel or config.executor.workers
+    app = celery_app(config.executor) if config.executor.kind == "celery" else None
+    with ExitStack() as stack:
+        if app is not None and app.is_local:
+            folder = log_dir or app.folder / "workers"
+            folder.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(local_workers(app, config.executor.workers, folder))
+        outcomes += run_partitions(config_path, resources, instance, [str(key) for key in plan.partition_keys],
+                                   tags, run_config, parallel)
+    for outcome in outcomes:
+        if not outcome.success:
+            tqdm.write(f"partition {outcome.partition_key} failed (run {outcome.run_id}): "
+                       f"{outcome.error.strip().splitlines()[-1] if outcome.error.strip() else 'see its logs'}")
+    return outcomes

@@ -15,7 +15,8 @@ from pathlib import Path
 import dagster as dg
 
 from aerorl_ops.envs.configured import load_config
-from aerorl_pipeline.jobs import benchmark_job, evaluation_job, training_job
+from aerorl_pipeline.executors import benchmark_executor
+from aerorl_pipeline.jobs import build_benchmark_job, evaluation_job, training_job
 from aerorl_pipeline.schedules import build_nightly_schedule
 from assets.benchmark.checks import build_benchmark_checks
 from assets.benchmark.generation import build_generations
@@ -36,13 +37,14 @@ def build_definitions(config_path: str | Path = BENCHMARK_CONFIG_PATH,
     default ones (tests point them at a temporary folder)."""
     bench = load_config(Path(config_path))
     partitions = build_benchmark_partitions(bench)
+    benchmark_job = build_benchmark_job(benchmark_executor(bench.executor))
     return dg.Definitions(
         assets=[*build_rows_assets(bench), build_generations(bench, partitions), build_reward_scores(bench, partitions),
                 build_benchmark_report(bench, partitions), build_rl_run(bench), build_eval_run(bench)],
         asset_checks=[*build_benchmark_checks(partitions), rl_run_reward_hacking],
         jobs=[benchmark_job, training_job, evaluation_job],
-        schedules=[build_nightly_schedule(partitions)],
-        resources=dict(resources) if resources is not None else default_resources(),
+        schedules=[build_nightly_schedule(partitions, benchmark_job)],
+        resources=dict(resources) if resources is not None else default_resources(bench.storage),
     )
 
 

@@ -7,11 +7,19 @@ import dagster as dg
 
 BENCHMARK_ASSETS = ("generations", "reward_scores", "benchmark_report")
 
-benchmark_job = dg.define_asset_job(
-    "benchmark",
-    selection=dg.AssetSelection.assets(*BENCHMARK_ASSETS),
-    description="Generate, score and report one model x batch-size partition.",
-)
+
+
+def build_benchmark_job(executor_def: dg.ExecutorDefinition | None = None) -> dg.UnresolvedAssetJobDefinition:
+    """The ``benchmark`` job, on ``executor_def`` (None: Dagster's default; see ``executors``)."""
+    return dg.define_asset_job(
+        "benchmark",
+        selection=dg.AssetSelection.assets(*BENCHMARK_ASSETS),
+        description="Generate, score and report one model x batch-size partition.",
+        executor_def=executor_def,
+    )
+
+
+benchmark_job = build_benchmark_job()
 
 training_job = dg.define_asset_job(
     "training",

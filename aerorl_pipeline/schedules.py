@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dagster as dg
 
-from aerorl_pipeline.jobs import benchmark_job
 from assets.runs import BENCHMARK_RUN_TAG
 
 NIGHTLY_CRON = "0 2 * * *"
@@ -18,10 +17,11 @@ def nightly_run_requests(scheduled_for: str, partition_keys: list[str]) -> list[
     ]
 
 
-def build_nightly_schedule(partitions: dg.PartitionsDefinition) -> dg.ScheduleDefinition:
-    """The nightly schedule over every partition of ``partitions`` (those of the config file)."""
+def build_nightly_schedule(partitions: dg.PartitionsDefinition,
+                           job: dg.UnresolvedAssetJobDefinition) -> dg.ScheduleDefinition:
+    """The nightly schedule of ``job`` over every partition of ``partitions`` (those of the config file)."""
 
-    @dg.schedule(job=benchmark_job, cron_schedule=NIGHTLY_CRON, execution_timezone="UTC",
+    @dg.schedule(job=job, cron_schedule=NIGHTLY_CRON, execution_timezone="UTC",
                  default_status=dg.DefaultScheduleStatus.RUNNING)
     def nightly_benchmark(context: dg.ScheduleEvaluationContext):
         """Every night at 02:00 UTC (the dataset rows refresh at 01:00), benchmark every partition."""

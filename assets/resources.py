@@ -8,6 +8,7 @@ import dagster as dg
 import torch
 from dagster_duckdb import DuckDBResource
 
+from aerorl_ops.config.scale_out import StorageSettings
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
@@ -45,9 +46,13 @@ class ModelRuntime(dg.ConfigurableResource):
         return load_vlm(source, self.torch_device(), TORCH_DTYPES[entry.dtype])
 
 
-def default_resources() -> dict[str, object]:
+def default_resources(storage: StorageSettings | None = None) -> dict[str, object]:
+    """The resources of this checkout: models under ``data/models``, the report in ``reports/aerorl.duckdb``
+    and the partitions' Parquet where ``storage`` (the config file's ``[storage]``) says."""
+    storage = storage or StorageSettings()
     return {
         "model_runtime": ModelRuntime(),
         "duckdb": DuckDBResource(database=str(DUCKDB_PATH)),
-        "io_manager": ParquetTableIOManager(base_dir=str(DATA_DIR / "cache")),
+        "io_manager": ParquetTableIOManager(base_dir=storage.cache_url or str(DATA_DIR / "cache"),
+                                           storage_options=storage.storage_options),
     }

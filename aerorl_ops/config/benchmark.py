@@ -36,6 +36,7 @@ from aerorl_ops.config.fields import (
 )
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.rewards import RewardSettings, parse_rewards
+from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.entry import EMBEDDED_PREFIX, ModelEntry
 
@@ -72,6 +73,8 @@ class BenchmarkConfig:
     rewards: RewardSettings = RewardSettings()
     training: TrainingSettings = TrainingSettings()
     eval: EvalSettings = EvalSettings()
+    executor: ExecutorSettings = ExecutorSettings()
+    storage: StorageSettings = StorageSettings()
     path: str = "<memory>"
 
     def __post_init__(self) -> None:
@@ -98,8 +101,9 @@ class BenchmarkConfig:
 
 
 SECTIONS: Mapping[str, type] = {"benchmark": BenchmarkConfig, "generation": GenerationSettings,
-                                "rewards": RewardSettings, "training": TrainingSettings, "eval": EvalSettings}
-TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training", "eval")
+                                "rewards": RewardSettings, "training": TrainingSettings, "eval": EvalSettings,
+                                "executor": ExecutorSettings, "storage": StorageSettings}
+TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training", "eval", "executor", "storage")
 
 
 def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
@@ -147,6 +151,16 @@ def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:
                            f"belongs in {' or '.join(f'[{home}]' for home in homes)}, not in [{section}]")
 
 
+def _parsed(cls, path: str, section: str, table: object):
+    """``parse_section``, with the dataclass's own cross-setting checks reported against the file."""
+    try:
+        return parse_section(cls, path, section, table)
+    except ValueError as error:
+        if isinstance(error, ConfigError):
+            raise
+        raise ConfigError(f"{path}: {error}") from error
+
+
 def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None = None) -> BenchmarkConfig:
     root = root or Path.cwd()
     _refuse_misplaced_keys(path, data)
@@ -166,6 +180,8 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         rewards=parse_rewards(path, data.get("rewards", {})),
         training=parse_section(TrainingSettings, path, "training", data.get("training", {})),
         eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
+        executor=_parsed(ExecutorSettings, path, "executor", data.get("executor", {})),
+        storage=parse_section(StorageSettings, path, "storage", data.get("storage", {})),
         path=path,
     )
 

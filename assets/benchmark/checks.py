@@ -32,9 +32,13 @@ from aerorl_ops.reporting.checks import (
     responses_by_sample,
     sample_id_mismatch,
 )
-from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
+from assets.benchmark.partitions import key_parts
 from assets.metadata import markdown_preview
 from assets.runs import BENCHMARK_RUN_TAG, benchmark_run_id
+from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
+
+DUCKDB_WRITER = {"pool": DUCKDB_WRITER_POOL, "op_tags": DUCKDB_WRITER_TAGS}
+"""Checks that read the report database run where its one writer runs (they would wait on its lock)."""
 
 SHOWN_FINDINGS = 20
 
@@ -54,11 +58,8 @@ def _partitioned_check(partitions: dg.PartitionsDefinition, fn, **kwargs) -> dg.
 
 
 def check_partition(context: dg.AssetCheckExecutionContext) -> tuple[str, int]:
-    """(model key, batch size) of the checked partition. A run of checks alone can carry its
-    partition as a plain ``"8|model"`` string, so the key is parsed with the partitions definition."""
-    partitions = context.op_execution_context.assets_def.partitions_def
-    key = partitions.get_partition_key_from_str(str(context.partition_key))
-    return key.keys_by_dimension[MODEL_DIMENSION], int(key.keys_by_dimension[BATCH_DIMENSION])
+    """(model key, batch size) of the checked partition."""
+    return key_parts(context.op_execution_context.assets_def.partitions_def, context.partition_key)
 
 
 def report_run_id(context: dg.AssetCheckExecutionContext) -> str:
@@ -177,8 +178,8 @@ CHECKS = (
     (reward_scores_have_no_nan, {"asset": "reward_scores", "blocking": True}),
     (reward_scores_match_generations, {"asset": "reward_scores", "blocking": True,
                                        "additional_ins": {"generations": dg.AssetIn("generations")}}),
-    (benchmark_report_has_not_regressed, {"asset": "benchmark_report", "pool": "duckdb_writer"}),
-    (benchmark_report_is_batch_size_invariant, {"asset": "benchmark_report", "pool": "duckdb_writer"}),
+    (benchmark_report_has_not_regressed, {"asset": "benchmark_report", **DUCKDB_WRITER}),
+    (benchmark_report_is_batch_size_invariant, {"asset": "benchmark_report", **DUCKDB_WRITER}),
 )
 """Each check with its ``@dg.asset_check`` arguments; the partitions come from the config file."""
 

@@ -14,6 +14,7 @@ from assets.benchmark.partitions import partition_parts
 from assets.metadata import markdown_preview
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class, settings_values
+from assets.step_placement import gpu_request_tags
 
 
 def generation_config_class(generation: GenerationSettings) -> type[dg.Config]:
@@ -40,7 +41,7 @@ def build_generations(bench: BenchmarkConfig, partitions: dg.PartitionsDefinitio
     GenerationConfig = generation_config_class(bench.generation)  # a Config class, made per config file
 
     @dg.asset(group_name="benchmark", partitions_def=partitions, kinds={"pytorch", "parquet"},
-              ins=rows_inputs(bench))
+              ins=rows_inputs(bench), op_tags=gpu_request_tags(bench.executor.gpus_per_partition))
     def generations(context: dg.AssetExecutionContext, config: GenerationConfig, model_runtime: ModelRuntime,
                     **dataset_rows: pa.Table) -> dg.Output[pa.Table]:
         """Batched, left-padded greedy generation over every benchmarked dataset's rows, each with its own

@@ -36,6 +36,7 @@ from assets.benchmark.partitions import partition_parts
 from assets.metadata import inline_png, markdown_preview
 from assets.rejections import rejected_rows_table
 from assets.runs import benchmark_run_id, git_sha, library_versions
+from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
 
 REJECTION_STAGE = "benchmark_report[{}|{}]"
 
@@ -81,7 +82,8 @@ def build_benchmark_report(bench: BenchmarkConfig, partitions: dg.PartitionsDefi
 
     rows_ins = {dataset.asset_name: dg.AssetIn(dataset.asset_name) for dataset in bench.benchmarked}
 
-    @dg.asset(group_name="benchmark", partitions_def=partitions, pool="duckdb_writer", kinds={"duckdb"},
+    @dg.asset(group_name="benchmark", partitions_def=partitions, pool=DUCKDB_WRITER_POOL, op_tags=DUCKDB_WRITER_TAGS,
+              kinds={"duckdb"},
               ins={"generations": dg.AssetIn("generations"), "reward_scores": dg.AssetIn("reward_scores"),
                    **rows_ins})
     def benchmark_report(context: dg.AssetExecutionContext, config: ReportConfig, duckdb: DuckDBResource,

@@ -16,6 +16,7 @@ from aerorl_ops.rows import LoadResult, rows_to_table
 from assets.metadata import counts_markdown, markdown_preview
 from assets.rejections import record_rejections
 from assets.runs import benchmark_run_id
+from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
 
 ROWS_AUTOMATION = dg.AutomationCondition.on_cron("0 1 * * *")
 
@@ -70,7 +71,7 @@ def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings
 def build_dataset_rows(dataset: DatasetSettings) -> dg.AssetsDefinition:
     """The ``<name>_rows`` asset of one configured dataset."""
 
-    @dg.asset(name=dataset.asset_name, group_name="datasets", pool="duckdb_writer",
+    @dg.asset(name=dataset.asset_name, group_name="datasets", pool=DUCKDB_WRITER_POOL, op_tags=DUCKDB_WRITER_TAGS,
               automation_condition=ROWS_AUTOMATION, kinds={"parquet"},
               description=f"Rows of the {dataset.name!r} dataset (kind {dataset.kind}, split {dataset.split}): "
                           "question, every answer alias, image, prompt.")

@@ -1,0 +1,103 @@
+"""`aerorl bench` on a distributed executor: partition runs launched concurrently, each run's steps
+executed by the configured engine (``[executor]``), all of them sharing one Dagster instance.
+
+Each partition is a run of the ``benchmark`` job, as with the default executor, so reruns, the
+report's per-partition replace and the UI work the same. Runs are launched from processes of
+their own (several ``execute_job`` calls in one process deadlock in ``logging``), at most
+``parallel`` at a time. Workers rebuild the job from this module's ``benchmark_job_of`` with the
+same arguments, so every process sees the same config file and resources.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from aerorl_ops.envs.configured import load_config
+from assets.project import DUCKDB_PATH
+from assets.resources import ModelRuntime, default_resources
+
+PARTITION_TAG = "dagster/partition"
+
+
+@dataclass(frozen=True)
+class BenchResources:
+    """What the resources of every process are built from (plain values: they travel to workers)."""
+
+    database: str = str(DUCKDB_PATH)
+    models_dir: str = ""  # empty: ModelRuntime's default
+    device: str = "auto"
+    torch_threads: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionOutcome:
+    partition_key: str
+    run_id: str
+    success: bool
+    error: str = ""
+
+
+def resources_of(config_path: str | Path, resources: BenchResources) -> dict[str, object]:
+    """The resources of ``config_path``'s ``[storage]`` with ``resources``' database and model runtime."""
+    built = default_resources(load_config(Path(config_path)).storage)
+    runtime = {"device": resources.device, "torch_threads": resources.torch_threads}
+    if resources.models_dir:
+        runtime["models_dir"] = resources.models_dir
+    built["model_runtime"] = ModelRuntime(**runtime)
+    built["duckdb"] = DuckDBResource(database=resources.database)
+    return built
+
+
+def benchmark_job_of(config_path: str, database: str, models_dir: str, device: str,
+                     torch_threads: int) -> dg.JobDefinition:
+    """The ``benchmark`` job of ``config_path`` (its executor included) with these resources; what every
+    worker reconstructs (``dg.build_reconstructable_job``)."""
+    from aerorl_pipeline.definitions import build_definitions
+
+    resources = BenchResources(database, models_dir, device, torch_threads)
+    return build_definitions(config_path, resources_of(config_path, resources)).resolve_job_def("benchmark")
+
+
+def reconstructable_benchmark_job(config_path: str | Path, resources: BenchResources):
+    return dg.build_reconstructable_job("aerorl_pipeline.distributed_bench", "benchmark_job_of",
+                                        reconstructable_kwargs={"config_path": str(config_path), **asdict(resources)})
+
+
+def run_partition(config_path: str, resources: BenchResources, instance_ref, partition_key: str,
+                  tags: Mapping[str, str], run_config: Mapping) -> PartitionOutcome:
+    """One partition run on the job's executor (in a launcher process of its own)."""
+    job = reconstructable_benchmark_job(config_path, resources)
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:
+        result = dg.execute_job(job, instance, run_config=dict(run_config),
+                                tags={**tags, PARTITION_TAG: partition_key})
+        return PartitionOutcome(partition_key, result.run_id, result.success, failure_text(result))
+
+
+def failure_text(result: dg.JobExecutionResult) -> str:
+    """The errors of a failed run: its failed steps', else the run's own (a worker lost by the engine
+    fails the run, not a step)."""
+    errors = [event.step_failure_data.error.to_string() for event in result.get_step_failure_events()
+              if event.step_failure_data.error is not None]
+    if not errors:
+        errors = [event.job_failure_data.error.to_string() for event in result.all_events
+                  if event.is_failure and event.event_type == dg.DagsterEventType.RUN_FAILURE
+                  and event.job_failure_data and event.job_failure_data.error is not None]
+    return "\n".join(errors)
+
+
+def run_partitions(config_path: str | Path, resources: BenchResources, instance: dg.DagsterInstance,
+                   partition_keys: Sequence[str], tags: Mapping[str, str], run_config: Mapping,
+                   parallel: int) -> list[PartitionOutcome]:
+    """Each partition's run, at most ``parallel`` at once; outcomes in ``partition_keys`` order."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(partition_keys))), mp_context=context) as pool:
+        futures = [pool.submit(run_partition, str(config_path), resources, instance.get_ref(), str(key), dict(tags),
+                               dict(run_config)) for key in partition_keys]
+        return [future.result() for future in futures]
