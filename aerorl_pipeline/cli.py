@@ -1,10 +1,11 @@
-"""The `aerorl` command: bench, rerun, train, eval, replay, sql, dev."""
+"""The `aerorl` command: bench, rerun, train, eval, replay, sql, worker, dev."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
@@ -13,7 +14,7 @@ from aerorl_ops.envs.configured import load_config
 from aerorl_pipeline.settings_flags import add_setting_flags, config_path_from, flag_values
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 
-CONFIG_COMMANDS = ("bench", "train", "eval", "dev")
+CONFIG_COMMANDS = ("bench", "train", "eval", "dev", "worker")
 """The commands that read the settings file (``--config``)."""
 
 
@@ -30,8 +31,15 @@ def _bench(args: argparse.Namespace) -> int:
           f"(config {args.config}, DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
     ops_config = {"generations": {"config": flag_values(args, args.generation_flags)},
                   "reward_scores": {"config": flag_values(args, args.reward_flags)}}
-    results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=not args.skip_rows,
-                        ops_config=ops_config)
+    if args.settings.executor.kind == "default":
+        results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=not args.skip_rows,
+                            ops_config=ops_config)
+    else:  # each partition a run on the configured engine (README "Scaling out")
+        from aerorl_pipeline.bench import run_bench_distributed
+
+        print(f"executor: {args.settings.executor.kind}")
+        results = run_bench_distributed(plan, args.config, instance, refresh_rows=not args.skip_rows,
+                                        ops_config=ops_config)
     failed = [r for r in results if not r.success]
     print(summary_table(str(DUCKDB_PATH), plan.run_id))
     print(f"\nDuckDB: {DUCKDB_PATH}\n  aerorl sql \"SELECT * FROM benchmark_summary WHERE run_id = '{plan.run_id}'\"")
@@ -77,6 +85,18 @@ def _replay(argv: list[str]) -> int:
     from aerorl_ops.replay.cli import main as replay_main
 
     return replay_main(argv)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from aerorl_pipeline.celery_workers import run_worker
+    from aerorl_pipeline.executors import celery_app
+
+    if args.settings.executor.kind != "celery":
+        raise ConfigError(f"{args.config}: [executor] kind is {args.settings.executor.kind!r}; `aerorl worker` "
+                          "serves the \"celery\" executor")
+    app = celery_app(args.settings.executor)
+    print(f"aerorl worker {args.name}: queue {args.queue}, broker {app.broker}")
+    return run_worker(app, args.queue, args.name, Path(tempfile.mkdtemp(prefix=f"aerorl-{args.name}-")))
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -140,6 +160,17 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     from aerorl_pipeline.sql import add_sql_command
 
     add_sql_command(commands)
+
+    from aerorl_pipeline.executors import WORKER_QUEUES
+
+    worker = commands.add_parser("worker", help="serve the benchmark's Celery queue on this machine "
+                                 "([executor] kind = \"celery\"; README \"Scaling out\")")
+    _add_config_flag(worker)
+    worker.add_argument("--queue", choices=WORKER_QUEUES, default=WORKER_QUEUES[0],
+                        help="dagster: partition steps (any number of workers); duckdb_writer: the steps that write "
+                        "the report (exactly one worker, on the machine with the database) (default: %(default)s)")
+    worker.add_argument("--name", default=f"worker-{os.getpid()}", help="the worker's Celery name")
+    worker.set_defaults(handler=_worker, settings=settings)
 
     dev = commands.add_parser("dev", help="start the Dagster UI on the project's instance")
     _add_config_flag(dev)

@@ -148,3 +148,20 @@ def yes_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 def yes_vlm(yes_model_dir: Path) -> LoadedVLM:
     """The yes-sayer loaded on CPU. Shared: tests must leave it as they found it."""
     return load_tiny(yes_model_dir)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3-compatible server (moto in server mode) on a free local port, for the session."""
+    import socket
+
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is a dev dependency (pip install -e .[dev])")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

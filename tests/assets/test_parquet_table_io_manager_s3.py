@@ -4,8 +4,6 @@ started by the test: exact round trips, safe object keys, atomic uploads and rer
 from __future__ import annotations
 
 import re
-import socket
-from collections.abc import Iterator
 
 import dagster as dg
 import pyarrow as pa
@@ -16,32 +14,14 @@ import pytest
 from assets.io_managers import ParquetTableIOManager
 
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is a dev dependency (pip install -e .[dev])")
 
 BUCKET = "aerorl-test"
-CREDENTIALS = {"key": "testing", "secret": "testing"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+CREDENTIALS = {"key": "testing", "secret": "testing"}  # the moto server accepts any
 
 
 @pytest.fixture
-def s3(endpoint: str, request: pytest.FixtureRequest):
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+def s3(s3_endpoint: str, request: pytest.FixtureRequest):
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
                           aws_access_key_id=CREDENTIALS["key"], aws_secret_access_key=CREDENTIALS["secret"])
     bucket = f"{BUCKET}-{request.node.name.replace('_', '-').lower()[:40]}"
     client.create_bucket(Bucket=bucket)
@@ -67,9 +47,9 @@ def load(manager: ParquetTableIOManager, partition_key: str | None, asset: str =
         asset_partitions_def=dg.StaticPartitionsDefinition([partition_key]) if partition_key else None))
 
 
-def test_a_table_round_trips_exactly(endpoint, s3):
+def test_a_table_round_trips_exactly(s3_endpoint, s3):
     client, bucket = s3
-    manager = manager_for(endpoint, bucket)
+    manager = manager_for(s3_endpoint, bucket)
     table = pa.table({"sample_id": ["a", "b", None], "score": [1.0, 0.25, -3.5],
                       "tokens": pa.array([[1, 2], [], [3]], pa.list_(pa.field("element", pa.int32())))})
     manager.handle_output(output("4|tiny-qwen2-vl"), table)
@@ -78,9 +58,9 @@ def test_a_table_round_trips_exactly(endpoint, s3):
     assert load(manager, "4|tiny-qwen2-vl").equals(table)
 
 
-def test_unsafe_partition_keys_map_to_safe_object_keys(endpoint, s3):
+def test_unsafe_partition_keys_map_to_safe_object_keys(s3_endpoint, s3):
     client, bucket = s3
-    manager = manager_for(endpoint, bucket)
+    manager = manager_for(s3_endpoint, bucket)
     for key in ["../../escape", "a/b", "a_b", "a|b"]:
         manager.handle_output(output(key), pa.table({"partition": [key]}))
 
@@ -98,9 +78,9 @@ def test_unsafe_partition_keys_map_to_safe_object_keys(endpoint, s3):
     assert object_keys(client, bucket) == keys
 
 
-def test_a_failed_write_leaves_the_previous_object_and_nothing_else(endpoint, s3, monkeypatch):
+def test_a_failed_write_leaves_the_previous_object_and_nothing_else(s3_endpoint, s3, monkeypatch):
     client, bucket = s3
-    manager = manager_for(endpoint, bucket)
+    manager = manager_for(s3_endpoint, bucket)
     manager.handle_output(output("4|m"), pa.table({"sample_id": ["old-1", "old-2"]}))
     previous = client.get_object(Bucket=bucket, Key="cache/generations/4__m.parquet")["Body"].read()
 
@@ -129,9 +109,9 @@ def test_a_failed_write_leaves_the_previous_object_and_nothing_else(endpoint, s3
     assert load(manager, "4|m").column("sample_id").to_pylist() == ["old-1", "old-2"]
 
 
-def test_a_rerun_overwrites_the_same_object(endpoint, s3):
+def test_a_rerun_overwrites_the_same_object(s3_endpoint, s3):
     client, bucket = s3
-    manager = manager_for(endpoint, bucket)
+    manager = manager_for(s3_endpoint, bucket)
     manager.handle_output(output("4|m"), pa.table({"run": ["first"] * 3}))
     manager.handle_output(output("4|m"), pa.table({"run": ["second"]}))
 
@@ -139,14 +119,14 @@ def test_a_rerun_overwrites_the_same_object(endpoint, s3):
     assert load(manager, "4|m").column("run").to_pylist() == ["second"]
 
 
-def test_a_missing_partition_names_its_url(endpoint, s3):
+def test_a_missing_partition_names_its_url(s3_endpoint, s3):
     _, bucket = s3
     with pytest.raises(FileNotFoundError, match=rf"s3://{bucket}/cache/generations/7__m\.parquet is missing"):
-        load(manager_for(endpoint, bucket), "7|m")
+        load(manager_for(s3_endpoint, bucket), "7|m")
 
 
-def test_a_missing_bucket_fails_naming_the_url(endpoint):
-    manager = manager_for(endpoint, "no-such-bucket")
+def test_a_missing_bucket_fails_naming_the_url(s3_endpoint):
+    manager = manager_for(s3_endpoint, "no-such-bucket")
     with pytest.raises(OSError, match=r"could not upload s3://no-such-bucket/cache/generations/1\.parquet"):
         manager.handle_output(output("1"), pa.table({"value": [1]}))
 
@@ -164,9 +144,9 @@ def doubled(sized: pa.Table) -> pa.Table:
     return pa.table({"size": pc.multiply(sized.column("size"), 2)})
 
 
-def test_a_partitioned_materialization_writes_and_reads_through_s3(endpoint, s3):
+def test_a_partitioned_materialization_writes_and_reads_through_s3(s3_endpoint, s3):
     client, bucket = s3
-    resources = {"io_manager": manager_for(endpoint, bucket)}
+    resources = {"io_manager": manager_for(s3_endpoint, bucket)}
     with dg.DagsterInstance.ephemeral() as instance:
         for key in SIZES.get_partition_keys():
             result = dg.materialize([sized, doubled], partition_key=key, resources=resources, instance=instance)

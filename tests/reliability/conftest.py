@@ -122,6 +122,21 @@ def bench_factory(dagster_env_factory) -> Iterator[Callable[[Path], Bench]]:
 
 
 @pytest.fixture
+def bench_on_store(tmp_path: Path, dagster_env_factory) -> Iterator[Callable[[object], Bench]]:
+    """Makes a :class:`Bench` whose Parquet cache is the given IO manager (an S3 one, say)."""
+    made: list[Bench] = []
+
+    def make(io_manager) -> Bench:
+        env = dagster_env_factory(tmp_path / f"env-{len(made)}")
+        made.append(Bench(env._replace(resources={**env.resources, "io_manager": io_manager})))
+        return made[-1]
+
+    yield make
+    for bench in made:
+        bench.env.instance.dispose()
+
+
+@pytest.fixture
 def bench(tmp_path: Path, bench_factory) -> Bench:
     return bench_factory(tmp_path / "env")
 
