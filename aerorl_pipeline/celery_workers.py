@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aerorl_pipeline.executors import DUCKDB_WRITER_QUEUE, PARTITION_QUEUE, CeleryApp, prepare_folders
+from assets.project import CONFIG_ENV
 
 CONFIG_MODULE = "dagster_celery_config"
 STOP_TIMEOUT_S = 20.0
@@ -77,8 +78,11 @@ def stop_workers(workers: Sequence[subprocess.Popen]) -> None:
             worker.wait()
 
 
-def run_worker(app: CeleryApp, queue: str, name: str, config_folder: Path) -> int:
-    """``aerorl worker``: serve ``queue`` in the foreground until interrupted."""
+def run_worker(app: CeleryApp, queue: str, name: str, config_folder: Path, config_path: Path) -> int:
+    """``aerorl worker``: serve ``queue`` in the foreground until interrupted. ``$AERORL_CONFIG`` is set to
+    ``config_path``, so steps of runs launched from ``dagster dev`` (whose job is the code location's
+    ``aerorl_pipeline.definitions:defs``) load the same definitions here."""
     prepare_folders(app)
     write_worker_config(app, config_folder)
-    return subprocess.call(worker_command(name, queue, "INFO"), env=worker_env(config_folder))
+    env = worker_env(config_folder, {CONFIG_ENV: str(config_path)})
+    return subprocess.call(worker_command(name, queue, "INFO"), env=env)

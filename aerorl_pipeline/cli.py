@@ -96,7 +96,7 @@ def _worker(args: argparse.Namespace) -> int:
                           "serves the \"celery\" executor")
     app = celery_app(args.settings.executor)
     print(f"aerorl worker {args.name}: queue {args.queue}, broker {app.broker}")
-    return run_worker(app, args.queue, args.name, Path(tempfile.mkdtemp(prefix=f"aerorl-{args.name}-")))
+    return run_worker(app, args.queue, args.name, Path(tempfile.mkdtemp(prefix=f"aerorl-{args.name}-")), args.config)
 
 
 def _dev(args: argparse.Namespace) -> int:
