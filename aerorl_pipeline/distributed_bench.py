@@ -11,6 +11,7 @@ same arguments, so every process sees the same config file and resources.
 from __future__ import annotations
 
 import multiprocessing
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -73,6 +74,8 @@ def reconstructable_benchmark_job(config_path: str | Path, resources: BenchResou
 def run_partition(config_path: str, resources: BenchResources, instance_ref, partition_key: str,
                   tags: Mapping[str, str], run_config: Mapping) -> PartitionOutcome:
     """One partition run on the job's executor (in a launcher process of its own)."""
+    # dagster-celery re-registers its task for every step it submits; Celery warns each time
+    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
     job = reconstructable_benchmark_job(config_path, resources)
     with dg.DagsterInstance.from_ref(instance_ref) as instance:
         result = dg.execute_job(job, instance, run_config=dict(run_config),

@@ -67,7 +67,8 @@ def celery_app(settings: ExecutorSettings, data_dir: Path = DATA_DIR) -> CeleryA
     folder = Path(settings.celery_dir).expanduser() if settings.celery_dir else data_dir / "celery"
     folder = folder.resolve()
     transport = {"data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
-                 "processed_folder": str(folder / "processed"), "store_processed": False, "polling_interval": 0.2}
+                 "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
+                 "store_processed": False, "polling_interval": 0.2}
     return CeleryApp("filesystem://", settings.celery_backend or f"file://{folder / 'results'}",
                      {**common, "broker_transport_options": transport}, folder)
 
@@ -75,7 +76,7 @@ def celery_app(settings: ExecutorSettings, data_dir: Path = DATA_DIR) -> CeleryA
 def prepare_folders(app: CeleryApp) -> None:
     """Create the folder broker's folders (kombu does not)."""
     if app.folder is not None:
-        for name in ("queue", "processed", "results"):
+        for name in ("queue", "processed", "control", "results"):
             (app.folder / name).mkdir(parents=True, exist_ok=True)
 
 
