@@ -179,6 +179,19 @@ class TrainingSettings:
     validation_split: str = setting("validation", help="split of a registry env scored by the sampled evaluations "
                                     "during training (a configured dataset uses its held-out set)", check=text)
     checkpoint_interval: int = setting(50, help="checkpoint every N steps", check=positive_int)
+    nproc_per_node: int = setting(1, help="training processes: 1 = in the Dagster step itself; N > 1 = N torchrun "
+                                  "data-parallel ranks launched through Dagster Pipes (gloo on CPU, NCCL with one GPU "
+                                  "per rank), each owning grad_accumulation / N micro-batches of every update, so "
+                                  "grad_accumulation must be a multiple of N; rank 0 evaluates and writes reports",
+                                  check=positive_int)
+    dist_timeout_s: int = setting(1800, help="nproc_per_node > 1: seconds a rank waits at a collective before the "
+                                  "run fails; it must exceed rank 0's longest evaluation (the others wait meanwhile)",
+                                  check=positive_int)
+
+
+LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s")
+"""How a run is launched, not what it trains (the same global batch trains the same policy on any
+number of ranks): left out of the run id, so a run resumes whatever its launch."""
 
 
 TRAINING_DEFAULTS = TrainingSettings()

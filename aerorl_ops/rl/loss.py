@@ -31,8 +31,8 @@ class Targets(NamedTuple):
     ref_logprob: torch.Tensor | None  # [B, T] the reference's log-probs, when the KL is a loss term
     old_values: torch.Tensor | None  # [B, T] the value head's values at the rollout (PPO)
 
-    def rows(self, span: slice) -> Targets:
-        """The targets of rows ``span`` (a micro-batch)."""
+    def rows(self, span: slice | torch.Tensor) -> Targets:
+        """The targets of rows ``span``: a slice (a micro-batch) or a tensor of row indices."""
         return Targets(*(None if t is None else t[span] for t in self))
 
 
@@ -86,8 +86,15 @@ class RLLoss:
         return loss, stats
 
 
+def token_weighted_sums(passes: Sequence[LossStats], name: str) -> tuple[float, float] | None:
+    """(sum of statistic ``name`` x counted tokens, counted tokens) over ``passes``; None where it is absent."""
+    present = [(getattr(p, name), p.tokens) for p in passes if getattr(p, name) is not None]
+    if not present:
+        return None
+    return sum(value * weight for value, weight in present), sum(weight for _, weight in present)
+
+
 def token_weighted_mean(passes: Sequence[LossStats], name: str) -> float | None:
     """The mean of statistic ``name`` over every counted token of ``passes`` (None where it is absent)."""
-    present = [(getattr(p, name), p.tokens) for p in passes if getattr(p, name) is not None]
-    tokens = sum(weight for _, weight in present)
-    return sum(value * weight for value, weight in present) / tokens if tokens else None
+    sums = token_weighted_sums(passes, name)
+    return sums[0] / sums[1] if sums is not None and sums[1] else None

@@ -5,6 +5,7 @@
 - ``generate_replies``: greedy or sampled completions; special tokens other than EOS are never
   emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
 - ``collect_rollout``: ``group_size`` samples per prompt, each graded by ``env.step``;
+  ``sample_parts``: the same over given micro-batches of indices, each optionally seeded;
 - ``supervised_batch``: prompts followed by their reference answer and EOS (the plain answer
   format: the environment's first answer, no JSON), for the masked supervised loss.
 """
@@ -103,10 +104,20 @@ def collect_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], gro
                     sampling: Sampling, micro_batch_count: int = 1) -> Rollout:
     """Sample ``group_size`` replies per prompt (in ``micro_batch_count`` generation batches) and grade them."""
     indices = [index for index in prompts for _ in range(group_size)]
+    return sample_parts(loaded, env, micro_batches(indices, micro_batch_count), max_new_tokens, sampling)
+
+
+def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]], max_new_tokens: int,
+                 sampling: Sampling, seeds: Sequence[int] | None = None) -> Rollout:
+    """One sampled reply per environment index of each part (one generation batch per part), graded.
+    With ``seeds``, torch is seeded with ``seeds[k]`` right before part k is generated, so a part's
+    samples do not depend on which other parts this process generates."""
     batches, token_ids, texts, truncated = [], [], [], []
     started = time.perf_counter()
-    for part in micro_batches(indices, micro_batch_count):
+    for k, part in enumerate(parts):
         inputs = encode_observations(loaded, observe_all(env, part))
+        if seeds is not None:
+            torch.manual_seed(seeds[k])
         replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
         batches.append(append_completions(inputs, replies.token_ids, loaded.tokenizer.pad_token_id,
                                           loaded.model.config))
@@ -115,6 +126,7 @@ def collect_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], gro
         truncated += replies.truncated
     elapsed = time.perf_counter() - started
     replies = Replies(token_ids, texts, truncated)
+    indices = [index for part in parts for index in part]
     return Rollout(indices, batches, replies, grade(env, indices, replies, eos_token_ids(loaded)), elapsed)
 
 

@@ -18,11 +18,22 @@ every ``loss_agg_mode``. An update whose loss or gradient is not finite is skipp
 has ``skipped=True``); after ``max_nonfinite_steps`` such steps in a row the run stops with
 :class:`NonFiniteTrainingError`.
 
+Data parallelism (``rl.distributed``): with W ranks, every rank draws the same global batch and
+owns, inside each minibatch, 1/W of its micro-batches; it generates, scores and backpropagates only
+those. The rollout's lengths, scores, rewards and outcomes are gathered in global micro-batch
+order, so advantages (group baselines, whitening, GAE) and every loss share (of the global
+minibatch's mask) are computed over the global batch on every rank; a rank keeps its own rows at
+the global response width, so the width-dependent ``seq-mean-token-sum-norm`` agrees too. Gradients
+are summed over the ranks once per update, before clipping. The update, the loss and the step's
+statistics equal those of one process with the same global batch (up to floating-point summation
+order). One process (``SINGLE``) communicates nothing.
+
 Deliberate simplifications: minibatches are the rollout's micro-batches in a fixed order (not
 reshuffled between epochs); one AdamW and one gradient clip over the policy and the value head
 together (they share the decoder, and the loss is one sum). With ``kl_coef = 0`` the reference is
-never loaded or run. Each step seeds torch from (seed, step), so a resumed run samples what an
-uninterrupted one would.
+never loaded or run. Each step seeds torch from (seed, step), and each micro-batch's sampling from
+(seed, step, its global index), so a resumed run samples what an uninterrupted one would, and W
+ranks sample what one process would (dropout, with ``lora_dropout > 0``, draws per rank).
 """
 
 from __future__ import annotations
@@ -41,9 +52,10 @@ from aerorl_ops.losses import masked_cross_entropy_loss, masked_mean
 from aerorl_ops.rl.algorithms import build_algorithm, resolve_settings, token_rewards
 from aerorl_ops.rl.checkpoint import CheckpointState
 from aerorl_ops.rl.config import ALGORITHM_FIELDS, AeroRLConfig
+from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation, shard_batch
 from aerorl_ops.rl.functional import aggregation_share, explained_variance, kl_penalty
-from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_mean
-from aerorl_ops.rl.rollout import Rollout, Sampling, collect_rollout, micro_batches, supervised_batch
+from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
+from aerorl_ops.rl.rollout import Sampling, sample_parts, supervised_batch
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
@@ -72,14 +84,22 @@ class RolloutScores(NamedTuple):
     values: torch.Tensor | None  # [B, L] the value head's values (None without one)
 
 
+class Outcomes(NamedTuple):
+    """The global rollout's per-reply outcomes (every rank's rows, in global order)."""
+
+    rewards: torch.Tensor  # [B] the environment's rewards
+    correct: torch.Tensor  # [B] bool, the environment's accuracy test
+    truncated: torch.Tensor  # [B] bool, cut at max_new_tokens
+
+
 class Update(NamedTuple):
     """One optimizer update over a minibatch."""
 
-    loss: float  # the minibatch's aggregated loss
+    loss: float  # the (global) minibatch's aggregated loss
     value_loss: float | None  # its aggregated value loss (before value_coef), with a value head
     grad_norm: float
     skipped: bool
-    passes: list[LossStats]  # one per micro-batch
+    passes: list[LossStats]  # one per micro-batch of this rank
 
 
 def response_layout(flat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -103,9 +123,11 @@ def response_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 
 class AeroRLTrainer:
     def __init__(self, config: AeroRLConfig, policy: PolicyRuntime | None = None,
-                 reference: ReferenceRuntime | None = None) -> None:
+                 reference: ReferenceRuntime | None = None, dp: DataParallel = SINGLE) -> None:
         config.validate()
+        check_accumulation(config.grad_accumulation, dp.world_size)
         self.config = config
+        self.dp = dp
         self.adapter = resolve_trainer_backend(config.trainer_backend)
         self.policy = policy
         self.reference = reference
@@ -118,6 +140,7 @@ class AeroRLTrainer:
         self.state = TrainerState()
         self._optimizer: torch.optim.Optimizer | None = None
         self._value_head: ValueHead | None = None
+        self._synced: list[int] = []  # ids of the parameters last broadcast from rank 0
 
     # ----- lifecycle (AeroRL's) -----
     def on_train_start(self) -> dict[str, Any]:
@@ -190,6 +213,20 @@ class AeroRLTrainer:
     def _seed_step(self) -> None:
         torch.manual_seed(self.config.seed * 1_000_003 + self.state.step)
 
+    def _sample_seed(self, part: int) -> int:
+        """The torch seed of global micro-batch ``part``'s sampling at this step, whatever the world size."""
+        return ((self.config.seed * 1_000_003 + self.state.step) * 1_000_003 + part) % 2**63
+
+    def _sync_parameters(self) -> None:
+        """Rank 0's trainable parameters on every rank whenever the optimizer holds new ones (the first
+        step; a LoRA policy re-based at the RL start), as DDP broadcasts them at construction."""
+        if self.dp.world_size == 1:
+            return
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if [id(p) for p in params] != self._synced:
+            self.dp.broadcast_parameters(params)
+            self._synced = [id(p) for p in params]
+
     def _apply_update(self, loss: float) -> tuple[float, bool]:
         """The step's one update (``_optimizer_step``), then ``_count_step``."""
         grad_norm, skipped = self._optimizer_step(loss)
@@ -197,9 +234,10 @@ class AeroRLTrainer:
         return grad_norm, skipped
 
     def _optimizer_step(self, loss: float) -> tuple[float, bool]:
-        """Clip and apply the accumulated gradient, or skip it when it is not finite. Returns
-        (gradient norm, skipped)."""
+        """Sum the accumulated gradient over the ranks, clip and apply it, or skip it when it is not
+        finite. ``loss`` is the global one (the same on every rank). Returns (gradient norm, skipped)."""
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        self.dp.all_reduce_gradients(params)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
         finite = math.isfinite(loss) and math.isfinite(grad_norm)
         if finite:
@@ -218,17 +256,20 @@ class AeroRLTrainer:
                 f"(max_nonfinite_steps={self.config.max_nonfinite_steps}); lower the learning rate or check the data")
 
     def accumulate_supervised(self, env: TaskEnv, indices: Sequence[int]) -> tuple[float, list[SequenceBatch]]:
-        """Backward of the token-mean answer NLL over micro-batches (no update). Returns the loss."""
-        loaded = self._policy().loaded
-        parts = micro_batches(indices, self.config.grad_accumulation)
-        batches = [supervised_batch(loaded, env, part) for part in parts]
-        total = sum(int(b.completion_mask[:, 1:].sum()) for b in batches)
+        """Backward of the token-mean answer NLL (over the global batch's tokens) over this rank's
+        micro-batches (no update). Returns the global loss and this rank's batches."""
+        loaded, dp = self._policy().loaded, self.dp
+        shards = shard_batch(len(indices), self.config.grad_accumulation, 1, dp.world_size, "a supervised batch")
+        batches = [supervised_batch(loaded, env, [indices[row] for row in shards.parts[part]])
+                   for part in shards.local_parts(dp.rank)]
+        (total,) = dp.sum([sum(int(b.completion_mask[:, 1:].sum()) for b in batches)])
         loss = 0.0
         for batch in batches:
             logprobs = completion_logprobs(loaded.model, batch).logprobs  # [n]
             part = -logprobs.sum() / max(total, 1)  # []
             part.backward()
             loss += float(part.detach())
+        (loss,) = dp.sum([loss])
         return loss, batches
 
     def supervised_step(self, env: TaskEnv, indices: Sequence[int]) -> StepStats:
@@ -237,6 +278,7 @@ class AeroRLTrainer:
             self.on_train_start()
         started = time.perf_counter()
         self._seed_step()
+        self._sync_parameters()
         self.optimizer.zero_grad(set_to_none=True)
         loss, batches = self.accumulate_supervised(env, indices)
         grad_norm, skipped = self._apply_update(loss)
@@ -259,41 +301,64 @@ class AeroRLTrainer:
             self.on_train_start()
         started = time.perf_counter()
         self._seed_step()
-        loaded, config, settings = self._policy().loaded, self.config, self.settings
-        sampling = Sampling(config.temperature, config.top_k, config.top_p)
-        rollout = collect_rollout(loaded, env, prompts, config.group_size, config.max_new_tokens, sampling,
-                                  config.grad_accumulation * config.ppo_mini_batches)
-        lengths = torch.tensor([len(ids) for ids in rollout.replies.token_ids], device=loaded.device)  # [B]
+        self._sync_parameters()
+        loaded, config, settings, dp = self._policy().loaded, self.config, self.settings, self.dp
+        indices = [index for index in prompts for _ in range(config.group_size)]  # [B] groups contiguous
+        shards = shard_batch(len(indices), config.grad_accumulation * config.ppo_mini_batches,
+                             config.ppo_mini_batches, dp.world_size, "the rollout")
+        mine = shards.local_parts(dp.rank)
+        rollout = sample_parts(loaded, env, [[indices[row] for row in shards.parts[part]] for part in mine],
+                               config.max_new_tokens, Sampling(config.temperature, config.top_k, config.top_p),
+                               [self._sample_seed(part) for part in mine])
+        local_rows = torch.tensor(shards.rows_of(dp.rank), device=loaded.device)  # [b]
+
+        def gathered(local: torch.Tensor | None) -> torch.Tensor | None:
+            return None if local is None else shards.gather(dp, local.to(loaded.device))  # [b, ...] -> [B, ...]
+
+        lengths = gathered(torch.tensor([len(ids) for ids in rollout.replies.token_ids]))  # [B]
         mask = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L]
-        scores = self._score_rollout(rollout.batches, mask)
+        scores = RolloutScores(*map(gathered, self._score_rollout(rollout.batches, mask[local_rows])))  # [B, L]
+        outcomes = Outcomes(*map(gathered, (rollout.graded.rewards, rollout.graded.correct,
+                                            torch.tensor(rollout.replies.truncated, dtype=torch.bool))))  # [B]
         kl = (kl_penalty(scores.logprob, scores.ref_logprob, settings.kl_kind)
               if scores.ref_logprob is not None else None)  # [B, L]
         in_reward = settings.kl_placement == "reward"
-        rewards = token_rewards(rollout.graded.rewards.to(loaded.device), mask, kl if in_reward else None,
-                                config.kl_coef)  # [B, L]
-        estimate = self.algorithm.advantages(rewards, mask, rollout.indices, scores.values, settings.gamma,
+        rewards = token_rewards(outcomes.rewards, mask, kl if in_reward else None, config.kl_coef)  # [B, L]
+        estimate = self.algorithm.advantages(rewards, mask, indices, scores.values, settings.gamma,
                                              config.gae_lambda)
         targets = Targets(scores.logprob, estimate.advantages, estimate.returns, mask,
-                          None if in_reward else scores.ref_logprob, scores.values)
-        minibatches = micro_batches(list(zip(rollout.batches, row_spans(rollout.batches), strict=True)),
-                                    config.ppo_mini_batches)
-        updates = [self._update(minibatch, targets) for _ in range(settings.ppo_epochs) for minibatch in minibatches]
+                          None if in_reward else scores.ref_logprob, scores.values)  # [B, L] each
+        local = targets.rows(local_rows)  # [b, L] this rank's rows, at the global width
+        spans = dict(zip(mine, row_spans(rollout.batches), strict=True))
+        batches = dict(zip(mine, rollout.batches, strict=True))
+        minibatches = [([(batches[part], spans[part]) for part in owned], mask[shards.minibatch_rows(m)])
+                       for m, owned in enumerate(shards.owned(dp.rank))]
+        updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
+                   for parts, whole in minibatches]
         skipped = any(update.skipped for update in updates)
         self._count_step(skipped, "the loss or gradient of an update")
         passes = [stats for update in updates for stats in update.passes]
         extra = {"kl": float(masked_mean(kl, mask)) if kl is not None else None,
                  "entropy": float(masked_mean(scores.entropy, mask)),
-                 **{name: token_weighted_mean(passes, name) for name in (
+                 **{name: self._token_mean(passes, name) for name in (
                      "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")}}
         if scores.values is not None:
             extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
-        return self._stats(config.algorithm, sum(u.loss for u in updates) / len(updates), rollout.batches, rollout,
-                           extra, sum(u.grad_norm for u in updates) / len(updates), skipped, started)
+        return self._stats(config.algorithm, sum(u.loss for u in updates) / len(updates), rollout.batches,
+                           outcomes, extra, sum(u.grad_norm for u in updates) / len(updates), skipped, started)
+
+    def _token_mean(self, passes: list[LossStats], name: str) -> float | None:
+        """Statistic ``name`` averaged over every counted token of every rank's ``passes``."""
+        sums = token_weighted_sums(passes, name)
+        if sums is None:
+            return None
+        total, tokens = self.dp.sum(sums)
+        return total / tokens if tokens else None
 
     def _score_rollout(self, batches: list[SequenceBatch], mask: torch.Tensor) -> RolloutScores:
-        """The rollout's log-probs, entropies and (PPO) values under the policy that sampled it, and the
-        reference's log-probs; mask: [B, L]."""
+        """The log-probs, entropies and (PPO) values of this rank's rollout rows under the policy that
+        sampled them, and the reference's log-probs; mask: [b, L] of those rows, at the global width."""
         model = self._policy().loaded.model
         logprob, entropy, values, ref = [], [], [], []
         with torch.no_grad():
@@ -310,11 +375,11 @@ class AeroRLTrainer:
 
         return RolloutScores(layout(logprob), layout(entropy), layout(ref), layout(values))
 
-    def _update(self, parts: list[tuple[SequenceBatch, slice]], targets: Targets) -> Update:
-        """One optimizer update over a minibatch: its micro-batches (with their rows of ``targets``)
-        each weighted by its aggregation share, so the gradient is the whole minibatch's."""
+    def _update(self, parts: list[tuple[SequenceBatch, slice]], targets: Targets, whole: torch.Tensor) -> Update:
+        """One optimizer update over a minibatch: this rank's micro-batches (with their rows of
+        ``targets``) each weighted by its aggregation share of ``whole``, the mask of the minibatch's
+        rows on every rank [b, L], so the gradient summed over the ranks is the whole minibatch's."""
         model = self._policy().loaded.model
-        whole = targets.mask[parts[0][1].start:parts[-1][1].stop]  # [b, L]
         loss, value_loss, passes = 0.0, 0.0, []
         self.optimizer.zero_grad(set_to_none=True)
         for batch, span in parts:
@@ -329,25 +394,27 @@ class AeroRLTrainer:
             loss += float(part_loss.detach()) * share
             value_loss += (stats.value_loss or 0.0) * share
             passes.append(stats)
+        loss, value_loss = self.dp.sum([loss, value_loss])
         grad_norm, skipped = self._optimizer_step(loss)
         return Update(loss, value_loss if self.value_head is not None else None, grad_norm, skipped, passes)
 
-    def _stats(self, phase: str, loss: float, batches: list[SequenceBatch], rollout: Rollout | None,
+    def _stats(self, phase: str, loss: float, batches: list[SequenceBatch], outcomes: Outcomes | None,
                extra: dict[str, float | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
+        """The step's statistics over every rank's ``batches``; the times and memory are this rank's."""
         elapsed = time.perf_counter() - started
-        attended = sum(float(b.inputs["attention_mask"].sum()) for b in batches)
-        counted = sum(float(b.completion_mask.sum()) for b in batches)
-        vision = sum(float((b.vision_mask & b.inputs["attention_mask"].bool()).sum()) for b in batches)
-        rows = sum(b.input_ids.shape[0] for b in batches)
-        graded = rollout.graded if rollout is not None else None
+        attended, counted, vision, rows = self.dp.sum([
+            sum(float(b.inputs["attention_mask"].sum()) for b in batches),
+            sum(float(b.completion_mask.sum()) for b in batches),
+            sum(float((b.vision_mask & b.inputs["attention_mask"].bool()).sum()) for b in batches),
+            sum(b.input_ids.shape[0] for b in batches)])
+        truncated = outcomes.truncated.tolist() if outcomes is not None else []
         return StepStats(
             step=self.state.step, phase=phase, loss=loss,
-            reward_mean=float(graded.rewards.mean()) if graded else None,
-            reward_std=float(graded.rewards.std(unbiased=False)) if graded else None,
-            accuracy=float(graded.correct.float().mean()) if graded else None,
+            reward_mean=float(outcomes.rewards.mean()) if outcomes is not None else None,
+            reward_std=float(outcomes.rewards.std(unbiased=False)) if outcomes is not None else None,
+            accuracy=float(outcomes.correct.float().mean()) if outcomes is not None else None,
             **{"kl": None, "entropy": None, "clip_fraction": None, **extra},
-            response_clip_ratio=(sum(rollout.replies.truncated) / len(rollout.replies.truncated)
-                                 if rollout is not None else None),
+            response_clip_ratio=sum(truncated) / len(truncated) if outcomes is not None else None,
             response_length=counted / rows if rows else 0.0,
             masked_token_fraction=counted / attended if attended else 0.0,
             vision_token_fraction=vision / attended if attended else 0.0,

@@ -24,6 +24,11 @@ Algorithm:
 
 Steps are numbered globally (warm-up steps first). Evaluations use greedy decoding; their
 ``wall_s`` is training seconds (evaluations excluded).
+
+With several data-parallel ranks (``dp``, ``rl.distributed``) every rank trains (the trainer
+shards each step's micro-batches), and rank 0 alone evaluates, checkpoints, runs the image-swap
+check and the control, and calls the callbacks; the other ranks skip those and meet rank 0 at the
+next collective. They wait at a barrier only for the warm-up checkpoint, which the reference loads.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetti
 from aerorl_ops.evaluator.runner import EvalOutcome, evaluate_model
 from aerorl_ops.rl.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
 from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.held_out import EvalResult, SwapCheck, evaluate_policy, image_swap_check, prior_evaluation
 from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
@@ -129,8 +135,8 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
                  on_step: Callable[[StepStats], None] | None = None,
                  on_eval: Callable[[EvalResult], None] | None = None, resume: bool = True,
                  validation_env: TaskEnv | None = None,
-                 on_sampled: Callable[[SampledEval], None] | None = None) -> TrainingResult:
-    """Warm-up, RL and control, as described in the module docstring."""
+                 on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE) -> TrainingResult:
+    """Warm-up, RL and control, as described in the module docstring; ``dp``: this process's rank."""
     if len(train_env) == 0 or not eval_indices:
         raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out items "
                          f"({len(eval_indices)})")
@@ -138,7 +144,7 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     checkpoint = latest_checkpoint(run_dir) if resume else None
     state = load_checkpoint_state(checkpoint) if checkpoint else None
     policy, reference = wrap_vlm_for_rl(str(checkpoint) if checkpoint else base_model, config, device=device)
-    trainer = AeroRLTrainer(config, policy)
+    trainer = AeroRLTrainer(config, policy, dp=dp)
     sampler = ItemSampler(train_env, config.seed, plan.curriculum)
     result = TrainingResult(run_dir, final_checkpoint=run_dir, reference_source="")
     clock = {"train_s": 0.0, "rl_s": 0.0}
@@ -148,6 +154,8 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
         result.reference_source = state.reference_source
 
     def record_eval(phase: str, model_policy=policy, step: int | None = None) -> None:
+        if not dp.is_main:
+            return
         evaluation = evaluate_policy(model_policy.loaded, eval_env, eval_indices, config.max_new_tokens,
                                      trainer.state.step if step is None else step, phase, clock["train_s"])
         result.evals.append(evaluation)
@@ -176,15 +184,16 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
         result.steps.append(stats)
         if on_step:
             on_step(stats)
-        if trainer.state.step % plan.checkpoint_interval == 0:
+        if trainer.state.step % plan.checkpoint_interval == 0 and dp.is_main:
             save_checkpoint(run_dir / f"step-{trainer.state.step}", policy.loaded, trainer.optimizer,
                             trainer.state.step, result.reference_source, trainer.value_head)
 
     trainer.on_train_start()
-    prior = prior_evaluation(train_env, eval_env, eval_indices)
-    result.evals.append(prior)
-    if on_eval:
-        on_eval(prior)
+    if dp.is_main:
+        prior = prior_evaluation(train_env, eval_env, eval_indices)
+        result.evals.append(prior)
+        if on_eval:
+            on_eval(prior)
     if trainer.state.step == 0:
         record_eval("base")
     while trainer.state.step < plan.warmup_steps:
@@ -194,8 +203,10 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
                                                    plan.lr_min_ratio))
         record_step(trainer.supervised_step(train_env, sampler.batch(step, plan.warmup_batch_size)))
         if trainer.state.step == plan.warmup_steps:
-            save_checkpoint(run_dir / WARMUP_DIR, policy.loaded, trainer.optimizer, trainer.state.step,
-                            str(run_dir / WARMUP_DIR))
+            if dp.is_main:
+                save_checkpoint(run_dir / WARMUP_DIR, policy.loaded, trainer.optimizer, trainer.state.step,
+                                str(run_dir / WARMUP_DIR))
+            dp.barrier()  # the reference of every rank loads this checkpoint
             result.reference_source = str(run_dir / WARMUP_DIR)
             record_eval("warmup")
         elif trainer.state.step % plan.eval_interval == 0:
@@ -215,6 +226,9 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
         if trainer.state.step % plan.eval_interval == 0 and trainer.state.step < plan.total_steps:
             record_eval("rl")
     result.reference_loaded = reference._loaded is not None
+    if not dp.is_main:
+        trainer.on_train_end()
+        return result
     result.final_checkpoint = save_checkpoint(run_dir / f"step-{trainer.state.step}", policy.loaded,
                                               trainer.optimizer, trainer.state.step, result.reference_source,
                                               trainer.value_head)

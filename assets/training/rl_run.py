@@ -5,15 +5,20 @@ The environment (``env``, default easy-VQA) supplies training items and a fixed 
 question type, with the no-image prior and the supervised control) and the run land in DuckDB;
 checkpoints under ``data/checkpoints/<run>``. Rerunning the same config resumes from the latest
 checkpoint.
+
+With ``nproc_per_node`` > 1 the run happens on that many torchrun ranks, launched through Dagster
+Pipes (``assets.training.torchrun``); rank 0 then does what this step does in process: the same
+:func:`train_and_record`, reported back as this asset's materialization.
 """
 
 import hashlib
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 import dagster as dg
 import pandas as pd
@@ -23,11 +28,12 @@ from tqdm import tqdm
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import LAUNCH_SETTINGS, TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.models.sources import model_source
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
 from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of, validation_environment
 from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
@@ -42,6 +48,7 @@ from assets.metadata import markdown_preview
 from assets.project import DATA_DIR
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class
+from assets.training.torchrun import launch_ranks
 
 EVAL_DEFAULTS = EvalSettings()
 SAFE_RUN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
@@ -62,6 +69,16 @@ RUN_FIELDS = {
 """Run-config fields of ``rl_run`` that are not settings: they name or show a run, not what it trains."""
 
 
+class Log(Protocol):
+    """Where a run's progress lines go: the step's ``context.log``, or a rank's Pipes logger."""
+
+    def info(self, msg: str) -> Any: ...
+
+
+Report = Callable[[str, dict[str, Any]], None]
+"""Called with ("step", a StepStats record) or ("eval", an evaluation's summary) as they happen."""
+
+
 class TrainingRunConfig(dg.Config):
     """What ``rl_run``'s run config does with its fields (generated per config file by
     :func:`training_config_class`)."""
@@ -79,10 +96,11 @@ class TrainingRunConfig(dg.Config):
         return training_plan_of(self, evaluation)
 
     def run_id(self) -> str:
-        """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed)."""
+        """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed); the
+        launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it."""
         if self.run_name:
             return self.run_name
-        settings = {k: v for k, v in self.model_dump().items() if k not in RUN_FIELDS}
+        settings = {k: v for k, v in self.model_dump().items() if k not in RUN_FIELDS and k not in LAUNCH_SETTINGS}
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
         return f"rl-{self.algorithm}-s{self.seed}-{digest}"
 
@@ -142,7 +160,20 @@ def evaluation_summary(result: TrainingResult) -> pd.DataFrame:
 
 def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: TrainingRunConfig,
           model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    """The body of ``rl_run``: validate, build the environments, train, write the run's tables."""
+    """The body of ``rl_run``: in this process, or on ``nproc_per_node`` torchrun ranks."""
+    config.rl_config()  # validates every setting before any model loads or rank starts
+    if config.nproc_per_node > 1:
+        return launch_ranks(context, bench, config, model_runtime, duckdb)
+    return dg.MaterializeResult(metadata=train_and_record(bench, config, model_runtime, duckdb, context.log))
+
+
+def train_and_record(bench: BenchmarkConfig, config: TrainingRunConfig, model_runtime: ModelRuntime,
+                     duckdb: DuckDBResource, log: Log, dp: DataParallel = SINGLE,
+                     report: Report | None = None) -> dict[str, Any] | None:
+    """Validate, build the environments, train, write the run's tables; the materialization's metadata.
+
+    ``dp`` is this process's rank: rank 0 (and the single process) logs, reports, writes TensorBoard
+    and DuckDB and returns the metadata; another rank only trains and returns None."""
     rl_config = config.rl_config()  # validates every setting before any model loads
     plan = config.plan(bench.eval)
     run_id = config.run_id()
@@ -150,10 +181,19 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
     model_runtime.apply_threads()
     train_env, held_out = config.environments(bench.seed + config.seed, bench.datasets)
     validation = validation_environment(config, bench.datasets)
+    run_dir = DATA_DIR / "checkpoints" / run_id
+
+    def run(**callbacks: Any) -> TrainingResult:
+        return run_training(base, run_dir, rl_config, plan, train_env, held_out, list(range(len(held_out))),
+                            device=model_runtime.device, resume=config.resume, validation_env=validation, dp=dp,
+                            **callbacks)
+
+    if not dp.is_main:
+        run()
+        return None
     board = TensorBoardLogger(tensorboard_dir(Path(duckdb.database).parent, run_id),  # beside the database
                               wandb_project=config.wandb_project or None, wandb_mode=config.wandb_mode,
                               run_name=run_id, config=config.model_dump())
-    run_dir = DATA_DIR / "checkpoints" / run_id
     started, clock = datetime.now(UTC), time.perf_counter()
     bar = tqdm(total=plan.total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
 
@@ -162,27 +202,30 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
         bar.update(stats.step - bar.n)
         bar.set_postfix(progress_postfix(stats))
         rate = stats.step / max(time.perf_counter() - clock, 1e-9)
-        context.log.info(f"step {stats.step}/{plan.total_steps} ({stats.phase}) loss {stats.loss:.4f} "
-                         f"reward {stats.reward_mean} accuracy {stats.accuracy} kl {stats.kl}; "
-                         f"ETA {(plan.total_steps - stats.step) / rate:.0f} s")
+        log.info(f"step {stats.step}/{plan.total_steps} ({stats.phase}) loss {stats.loss:.4f} "
+                 f"reward {stats.reward_mean} accuracy {stats.accuracy} kl {stats.kl}; "
+                 f"ETA {(plan.total_steps - stats.step) / rate:.0f} s")
+        if report:
+            report("step", stats.as_record())
 
     def on_eval(evaluation: EvalResult) -> None:
         board.log_eval(evaluation)
         overall = evaluation.report.overall
-        context.log.info(f"eval at step {evaluation.step} ({evaluation.phase}): accuracy {overall.accuracy:.4f} "
-                         f"± {overall.standard_error:.4f} (n={overall.n})")
+        log.info(f"eval at step {evaluation.step} ({evaluation.phase}): accuracy {overall.accuracy:.4f} "
+                 f"± {overall.standard_error:.4f} (n={overall.n})")
+        if report:
+            report("eval", {"step": evaluation.step, "phase": evaluation.phase, "accuracy": overall.accuracy,
+                            "stderr": overall.standard_error, "n": overall.n})
 
     def on_sampled(sampled: SampledEval) -> None:
         board.log_eval(sampled.outcome, step=sampled.step)
-        context.log.info(f"sampled eval at step {sampled.step} on {sampled.env}/{sampled.split}: "
-                         + ", ".join(f"{name} {value:.4f}" for name, value in sampled.outcome.scalars().items()
-                                     if name.count("/") == 2 and name.endswith("/accuracy")))
+        log.info(f"sampled eval at step {sampled.step} on {sampled.env}/{sampled.split}: "
+                 + ", ".join(f"{name} {value:.4f}" for name, value in sampled.outcome.scalars().items()
+                             if name.count("/") == 2 and name.endswith("/accuracy")))
 
     with TelemetrySampler(interval_s=model_runtime.telemetry_interval_s,
                           device=model_runtime.torch_device()) as sampler:
-        result = run_training(base, run_dir, rl_config, plan, train_env, held_out, list(range(len(held_out))),
-                              device=model_runtime.device, on_step=on_step, on_eval=on_eval, resume=config.resume,
-                              validation_env=validation, on_sampled=on_sampled)
+        result = run(on_step=on_step, on_eval=on_eval, on_sampled=on_sampled)
     bar.close()
     board.close()
     settings = {k: v for k, v in config.model_dump().items() if k not in RUN_FIELDS}
@@ -193,7 +236,7 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
         replace_partitions(conn, training_tables(run_id, result, record))
         figures = training_figures(conn, duckdb.database, run_id)  # PNGs under reports/plots/training/<run_id>
     final, warmup = result.eval_of("final"), result.eval_of("warmup")
-    return dg.MaterializeResult(metadata={
+    return {
         "run_id": run_id,
         "final_checkpoint": dg.MetadataValue.path(str(result.final_checkpoint)),
         "reference_quantization_mode": record.reference_quantization_mode,
@@ -202,4 +245,4 @@ def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Tra
         "swap_changed": record.swap_changed,
         "evaluations": markdown_preview(evaluation_summary(result), rows=50),
         **figures,
-    })
+    }

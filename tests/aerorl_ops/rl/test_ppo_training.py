@@ -129,8 +129,8 @@ def test_accumulated_update_gradient_equals_the_one_batch_gradient(ppo_trainer, 
         return 0.0, False
 
     monkeypatch.setattr(trainer, "_optimizer_step", capture)
-    one = trainer._update([(whole[0], slice(0, 6))], targets)
-    three = trainer._update(list(zip(parts, row_spans(parts), strict=True)), targets)
+    one = trainer._update([(whole[0], slice(0, 6))], targets, mask)
+    three = trainer._update(list(zip(parts, row_spans(parts), strict=True)), targets, mask)
     assert len(three.passes) == 3 and one.loss == pytest.approx(three.loss, rel=1e-5)
     assert one.value_loss == pytest.approx(three.value_loss, rel=1e-5)
     norm = max(float(g.abs().max()) for g in grads[0])

@@ -1,0 +1,89 @@
+"""One torchrun rank of a multi-process ``rl_run`` (launched by ``assets.training.torchrun``).
+
+Every rank reads the run from the Pipes context's extras and joins the process group
+(``rl.distributed.from_environment``: gloo on CPU, NCCL on ``cuda:LOCAL_RANK``). Rank 0 opens the
+Pipes message channel and runs ``rl_run.train_and_record`` as the in-process step does (DuckDB,
+TensorBoard, checkpoints, evaluations), logging through Pipes, reporting each step and evaluation
+as a custom message and its metadata as the asset's materialization; the other ranks only train.
+A rank that fails writes its error to the failures folder before it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+from dagster_pipes import PipesDefaultContextLoader, PipesEnvVarParamsLoader, open_dagster_pipes
+
+from aerorl_ops.rl.distributed import from_environment
+from assets.project import benchmark_config
+from assets.resources import ModelRuntime
+from assets.training.rl_run import train_and_record, training_config_class
+from assets.training.torchrun import failure_path
+
+PIPES_METADATA_TYPES = {dg.MarkdownMetadataValue: "md", dg.PathMetadataValue: "path", dg.TextMetadataValue: "text",
+                        dg.FloatMetadataValue: "float", dg.IntMetadataValue: "int", dg.BoolMetadataValue: "bool"}
+
+
+def pipes_extras() -> dict[str, Any]:
+    """The extras of the Pipes context, read without opening its message channel (any rank)."""
+    params = PipesEnvVarParamsLoader().load_context_params()
+    with PipesDefaultContextLoader().load_context(params) as data:
+        return dict(data["extras"])
+
+
+def pipes_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata as Pipes sends it: ``{raw_value, type}`` for a ``MetadataValue`` or None, else the value."""
+    sent: dict[str, Any] = {}
+    for name, value in metadata.items():
+        if isinstance(value, dg.MetadataValue):
+            sent[name] = {"raw_value": value.value, "type": PIPES_METADATA_TYPES[type(value)]}
+        elif value is None:
+            sent[name] = {"raw_value": None, "type": "null"}
+        else:
+            sent[name] = value
+    return sent
+
+
+def run_rank(extras: dict[str, Any]) -> None:
+    bench = benchmark_config(Path(extras["config_path"]))
+    config = training_config_class(bench.training)(**extras["settings"])
+    runtime = ModelRuntime(**extras["model_runtime"])
+    dp = from_environment(config.dist_timeout_s, runtime.torch_device())
+    if dp.device.type == "cuda":  # one GPU per rank
+        runtime = ModelRuntime(**{**extras["model_runtime"], "device": str(dp.device)})
+    duckdb = DuckDBResource(database=extras["database"])
+    try:
+        if not dp.is_main:
+            train_and_record(bench, config, runtime, duckdb, logging.getLogger(__name__), dp)
+            return
+        with open_dagster_pipes() as pipes:
+            metadata = train_and_record(bench, config, runtime, duckdb, pipes.log, dp,
+                                        report=lambda kind, payload: pipes.report_custom_message(
+                                            {"kind": kind, **payload}))
+            pipes.report_asset_materialization(metadata=pipes_metadata(metadata))
+    finally:
+        dp.close()
+
+
+def main() -> None:
+    extras = pipes_extras()
+    try:
+        run_rank(extras)
+    except Exception as error:
+        rank = int(os.environ.get("RANK", "0"))
+        failure_path(Path(extras["failures"]), rank).write_text(json.dumps({
+            "rank": rank, "time": time.time(), "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc()}))
+        raise
+
+
+if __name__ == "__main__":
+    main()
