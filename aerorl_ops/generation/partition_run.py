@@ -1,5 +1,5 @@
-"""One benchmark partition's generation: every row through one model at one batch size,
-with telemetry sampled around it."""
+"""One benchmark partition's generation: every row through one model at one batch size, by the
+model's backend (transformers or vLLM, ``generation.backends``), with telemetry sampled around it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 
 from aerorl_ops.config.generation import GenerationSettings
-from aerorl_ops.generation.batched import BatchProgress, generate_rows
+from aerorl_ops.generation.backends import open_row_generator
+from aerorl_ops.generation.batched import BatchProgress
 from aerorl_ops.generation.records import generations_table
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.row import Row
@@ -24,7 +25,8 @@ STATS_METADATA_KEY = b"aerorl.partition_stats"
 class PartitionStats:
     """Partition-level measurements that travel with the cached generations.
 
-    ``telemetry`` is None when nothing was sampled (tables made by hand).
+    ``telemetry`` is None when nothing was sampled (tables made by hand). ``model_load_s`` includes
+    starting the backend's engine (vLLM); ``wall_s`` is generation alone.
     """
 
     model_source: str
@@ -35,25 +37,31 @@ class PartitionStats:
     model_load_s: float
     telemetry: TelemetrySummary | None
     generation: dict[str, object]  # the GenerationSettings actually used
+    backend: str = "hf"  # the model entry's backend (tables cached before backends existed: "hf")
 
 
 def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
                    telemetry_interval_s: float = 0.2,
                    on_progress: Callable[[BatchProgress], None] | None = None) -> pa.Table:
-    """Generations for ``rows`` as a ``GENERATION_SCHEMA`` table carrying :class:`PartitionStats`."""
-    with TelemetrySampler(interval_s=telemetry_interval_s, device=loaded.device) as sampler:
-        started = time.perf_counter()
-        samples = generate_rows(loaded, rows, batch_size, settings, on_progress=on_progress)
-        wall_s = time.perf_counter() - started
+    """Generations for ``rows`` as a ``GENERATION_SCHEMA`` table carrying :class:`PartitionStats`.
+
+    A vLLM engine that does not start raises ``vllm_engine.EngineStartError`` with vLLM's message.
+    """
+    with open_row_generator(loaded, settings) as generator:
+        with TelemetrySampler(interval_s=telemetry_interval_s, device=loaded.device) as sampler:
+            started = time.perf_counter()
+            samples = generator.generate_rows(rows, batch_size, settings, on_progress=on_progress)
+            wall_s = time.perf_counter() - started
     stats = PartitionStats(
         model_source=loaded.source.location,
-        device=str(loaded.device),
+        device=generator.device,
         batch_size=batch_size,
         samples=len(samples),
         wall_s=wall_s,
-        model_load_s=loaded.load_seconds,
+        model_load_s=loaded.load_seconds + generator.start_seconds,
         telemetry=sampler.summary(),
         generation=asdict(settings),
+        backend=loaded.source.backend.name,
     )
     return with_partition_stats(generations_table(rows, samples), stats)
 

@@ -35,7 +35,7 @@ from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor, sa
 from aerorl_ops.models.tokenizer_corpus import tokenizer_training_corpus
 
 BUILD_MARKER = "aerorl_embedded.json"
-BUILD_VERSION = 2  # bump when the build changes without a spec change (tokenizer corpus, init)
+BUILD_VERSION = 3  # bump when the build changes without a spec change (tokenizer corpus, init)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,48 @@
-"""One benchmarked model as configured: a safe partition key mapped to where the weights are."""
+"""One benchmarked model as configured: a safe partition key mapped to where the weights are, and
+the backend that generates with it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 EMBEDDED_PREFIX = "embedded:"
+HF_BACKEND = "hf"
+VLLM_BACKEND = "vllm"
+BACKENDS = (HF_BACKEND, VLLM_BACKEND)
+
+
+@dataclass(frozen=True)
+class GenerationBackend:
+    """How a model generates: ``name`` is "hf" (transformers' ``generate``, the default) or "vllm"
+    (vLLM's offline ``LLM``). The engine settings are vLLM's ``LLM(...)`` keywords, passed as they
+    are; one left unset (None) keeps vLLM's own default. ``engine_args`` holds any other keyword.
+
+    >>> GenerationBackend("vllm", max_model_len=4096, engine_args=(("enforce_eager", True),)).engine_kwargs()
+    {'max_model_len': 4096, 'enforce_eager': True}
+    """
+
+    name: str = HF_BACKEND
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int | None = None
+    engine_args: tuple[tuple[str, object], ...] = field(default=(), hash=False)
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.name!r}")
+
+    @property
+    def uses_engine(self) -> bool:
+        """True when an inference engine, not the transformers model, generates."""
+        return self.name != HF_BACKEND
+
+    def engine_kwargs(self) -> dict[str, object]:
+        named = {"gpu_memory_utilization": self.gpu_memory_utilization, "max_model_len": self.max_model_len,
+                 "tensor_parallel_size": self.tensor_parallel_size}
+        return {**{key: value for key, value in named.items() if value is not None}, **dict(self.engine_args)}
+
+
+HF_GENERATION = GenerationBackend()
 
 
 @dataclass(frozen=True)
@@ -15,6 +53,7 @@ class ModelEntry:
     source: str
     dtype: str = "float32"
     trust_remote_code: bool = False
+    backend: GenerationBackend = HF_GENERATION
 
     @property
     def embedded_name(self) -> str | None:

@@ -26,16 +26,26 @@ class Qwen2VLImageOnlyProcessor(Qwen2VLProcessor):
         ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
 
 
+VIDEO_PROCESSOR_KEYS = ("image_mean", "image_std", "merge_size", "patch_size", "temporal_patch_size")
+
+
 def save_processor(processor, output_dir: Path) -> None:
-    """Save ``processor``; an image-only one is declared as a stock ``Qwen2VLProcessor``, so tools
-    with torchvision load the folder with ``AutoProcessor`` while ours pick the image-only class."""
+    """Save ``processor``; an image-only one is declared as a stock ``Qwen2VLProcessor``, with a
+    video processor of the same patch geometry, so tools with torchvision (vLLM) load the folder
+    with ``AutoProcessor`` while ours pick the image-only class."""
     processor.save_pretrained(output_dir)
     if not isinstance(processor, Qwen2VLImageOnlyProcessor):
         return
     for name in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"):
         path = Path(output_dir) / name
         if path.exists():
-            config = json.loads(path.read_text())
+            original = json.loads(path.read_text())
+            config = dict(original)
             if "processor_class" in config:
                 config["processor_class"] = "Qwen2VLProcessor"
+            if "image_processor" in config and "video_processor" not in config:
+                image = config["image_processor"]
+                config["video_processor"] = {"video_processor_type": "Qwen2VLVideoProcessor",
+                                             **{key: image[key] for key in VIDEO_PROCESSOR_KEYS if key in image}}
+            if config != original:
                 path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -4,18 +4,30 @@ The embedded default goes through this same path. Policy:
 - ``local_files_only`` when offline, so nothing reaches for a hub that cannot be reached;
 - ``trust_remote_code`` stays off unless the model's entry in our config turns it on;
 - Qwen2-VL-family checkpoints get the image-only processor (see ``image_only_processor``),
-  everything else ``AutoProcessor``.
+  everything else ``AutoProcessor``;
+- a model that an inference engine generates with (``backend = "vllm"``) loads its processor now
+  and its transformers weights only when something asks for ``.model`` (an evaluation, say), so a
+  GPU never holds the engine's copy and an idle second one.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, PreTrainedModel, ProcessorMixin
+from transformers import (
+    AutoConfig,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    GenerationConfig,
+    PreTrainedModel,
+    ProcessorMixin,
+)
 
+from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
 from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
 
 IMAGE_ONLY_PROCESSORS: dict[str, type[ProcessorMixin]] = {"qwen2_vl": Qwen2VLImageOnlyProcessor}
@@ -27,12 +39,21 @@ class ModelUnavailableError(RuntimeError):
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a model comes from. ``location`` is a hub id or a local directory."""
+    """Where a model comes from. ``location`` is a hub id or a local directory; ``key`` the
+    ``[models]`` key it was configured under (for messages; empty when built by hand); ``backend``
+    what generates with it."""
 
     location: str
     trust_remote_code: bool = False
     local_files_only: bool = True
     revision: str | None = None
+    key: str = ""
+    backend: GenerationBackend = HF_GENERATION
+
+    @property
+    def label(self) -> str:
+        """How messages name the model: its key and location, or the location alone."""
+        return f"{self.key!r} ({self.location})" if self.key else repr(self.location)
 
     @property
     def is_local(self) -> bool:
@@ -50,17 +71,47 @@ class ModelSource:
 
 @dataclass
 class LoadedVLM:
-    """A model with its processor, on a device, and how long loading took."""
+    """A model with its processor, on a device, and how long loading took.
 
-    model: PreTrainedModel
+    ``model`` is loaded on first use when ``load_model`` is given (an engine-served source), and
+    that load's time is added to ``load_seconds``.
+    """
+
     processor: ProcessorMixin
     source: ModelSource
     device: torch.device
     load_seconds: float
+    dtype: torch.dtype = torch.float32
+    loaded_model: PreTrainedModel | None = None
+    load_model: Callable[[], PreTrainedModel] | None = field(default=None, repr=False)
+
+    @property
+    def model(self) -> PreTrainedModel:
+        if self.loaded_model is None:
+            if self.load_model is None:
+                raise RuntimeError(f"model {self.source.label} has no weights loaded and no way to load them")
+            started = time.perf_counter()
+            self.loaded_model = self.load_model()
+            self.load_seconds += time.perf_counter() - started
+        return self.loaded_model
+
+    @model.setter
+    def model(self, model: PreTrainedModel) -> None:  # a wrapped model (LoRA, DDP) replaces the loaded one
+        self.loaded_model = model
 
     @property
     def tokenizer(self):
         return self.processor.tokenizer
+
+    @property
+    def generation_config(self) -> GenerationConfig:
+        """The model's generation config (EOS ids), read from its files while the weights are not loaded."""
+        if self.loaded_model is not None:
+            return self.loaded_model.generation_config
+        try:
+            return GenerationConfig.from_pretrained(self.source.location, **self.source.pretrained_kwargs())
+        except OSError:  # a checkpoint without generation_config.json: the tokenizer's EOS applies
+            return GenerationConfig()
 
 
 def resolve_device(name: str) -> torch.device:
@@ -75,7 +126,7 @@ def resolve_device(name: str) -> torch.device:
 
 def load_processor(source: ModelSource) -> ProcessorMixin:
     """The processor for ``source``, with left padding for batched generation."""
-    config = _load_config(source)
+    config = load_config(source)
     processor_class = IMAGE_ONLY_PROCESSORS.get(config.model_type)
     try:
         if processor_class is not None:
@@ -90,9 +141,21 @@ def load_processor(source: ModelSource) -> ProcessorMixin:
 
 def load_vlm(source: ModelSource, device: torch.device, dtype: torch.dtype = torch.float32,
              quantization_config=None) -> LoadedVLM:
-    """Model and processor from ``source``; the model is put on ``device`` in eval mode."""
+    """Model and processor from ``source``; the model is put on ``device`` in eval mode (on first
+    use of ``.model`` when an inference engine generates with ``source``)."""
     started = time.perf_counter()
     processor = load_processor(source)
+
+    def load_model() -> PreTrainedModel:
+        return _load_model(source, device, dtype, quantization_config)
+
+    if source.backend.uses_engine:
+        return LoadedVLM(processor, source, device, time.perf_counter() - started, dtype, load_model=load_model)
+    model = load_model()
+    return LoadedVLM(processor, source, device, time.perf_counter() - started, dtype, loaded_model=model)
+
+
+def _load_model(source: ModelSource, device: torch.device, dtype: torch.dtype, quantization_config) -> PreTrainedModel:
     kwargs = dict(source.pretrained_kwargs(), dtype=dtype)
     if quantization_config is not None:
         kwargs.update(quantization_config=quantization_config, device_map={"": device})
@@ -102,11 +165,11 @@ def load_vlm(source: ModelSource, device: torch.device, dtype: torch.dtype = tor
         raise _unavailable(source, error) from error
     if quantization_config is None:
         model.to(device)
-    model.eval()
-    return LoadedVLM(model, processor, source, device, time.perf_counter() - started)
+    return model.eval()
 
 
-def _load_config(source: ModelSource):
+def load_config(source: ModelSource):
+    """The model's transformers config (special-token ids, vision token ids), without its weights."""
     try:
         return AutoConfig.from_pretrained(source.location, **source.pretrained_kwargs())
     except (OSError, ValueError) as error:

