@@ -55,7 +55,8 @@ $(VLLM_STAMP): pyproject.toml scripts/patch_torchvision_for_cpu_torch.py
 	$(VLLM_VENV)/bin/python scripts/patch_torchvision_for_cpu_torch.py
 	touch $(VLLM_STAMP)
 
-# The vllm-marked tests (skipped in .venv): vLLM vs transformers, partitions, rollout weight sync.
+# The vllm-marked tests (skipped in .venv): vLLM vs transformers, partitions, rollout weight sync,
+# vLLM rollouts in the trainer.
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -m vllm
 

@@ -27,6 +27,7 @@ from aerorl_ops.config.fields import (
     text,
     unset_or,
 )
+from aerorl_ops.models.entry import BACKENDS
 
 ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo")
 KL_KINDS = ("k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl", "k1+", "k3+")
@@ -158,6 +159,12 @@ class TrainingSettings:
     temperature: float = setting(1.0, help="rollout sampling temperature", check=positive_number)
     top_p: float = setting(1.0, help="rollout nucleus sampling (1 = off)", check=probability)
     top_k: int = setting(0, help="rollout top-k sampling (0 = off)", check=non_negative_int)
+    rollout_backend: str = setting("hf", help="what samples the RL rollouts: hf (the policy's own generate) or "
+                                   "vllm (a vLLM engine in the training process, the policy's weights loaded into "
+                                   "it before every RL step; engine settings from the base model's [models.<key>] "
+                                   "table when it is a vLLM entry). Log-probs are always the policy's own, "
+                                   "recomputed; evaluations stay greedy with hf. vllm needs vLLM installed and "
+                                   "nproc_per_node = 1", check=one_of(*BACKENDS))
     max_new_tokens: int = setting(4, help="maximum response length, in rollouts and held-out answers",
                                   check=positive_int)
     curriculum: str = setting("", help="curriculum stages 'UNTIL_STEP: types @ share; ...' (e.g. "

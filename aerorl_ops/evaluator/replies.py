@@ -1,7 +1,9 @@
 """Seeded responses of a VLM to task observations, at one sampling setting.
 
-- ``encode_observations``: each observation's messages through the model's chat template and
-  processor, with its images, left-padded, on the model's device;
+- ``observation_prompts``: each observation's messages through the model's chat template, as text
+  with its image placeholders (what every generation backend is prompted with);
+- ``encode_observations``: those prompts through the model's processor, with their images,
+  left-padded, on the model's device;
 - ``sample_responses``: ``setting.n`` responses per prompt from one ``generate`` call
   (``num_return_sequences``, so each prompt and image is encoded once): greedy, or sampled at the
   setting's temperature and top-p with top-k off. Special and added tokens other than EOS are never
@@ -34,13 +36,17 @@ class Responses(NamedTuple):
     truncated: list[bool]  # [B * n] reached max_new_tokens without an EOS
 
 
+def observation_prompts(loaded: LoadedVLM, observations: Sequence[Observation]) -> list[str]:
+    """Each observation's messages through the model's chat template, ready for a reply."""
+    return [loaded.processor.apply_chat_template(o.messages, add_generation_prompt=True, tokenize=False)
+            for o in observations]
+
+
 def encode_observations(loaded: LoadedVLM, observations: Sequence[Observation]):
-    """Chat-templated prompts with their images, left-padded, on the model's device."""
-    processor = loaded.processor
-    texts = [processor.apply_chat_template(o.messages, add_generation_prompt=True, tokenize=False)
-             for o in observations]
+    """Chat-templated prompts (``observation_prompts``) with their images, left-padded, on the model's device."""
     images = [image for o in observations for image in o.images]
-    inputs = processor(text=texts, images=images or None, return_tensors="pt", padding=True)
+    inputs = loaded.processor(text=observation_prompts(loaded, observations), images=images or None,
+                              return_tensors="pt", padding=True)
     return inputs.to(loaded.device)
 
 

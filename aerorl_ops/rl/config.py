@@ -15,6 +15,7 @@ from aerorl_ops.config.training import (
     REFERENCE_MODES,
 )
 from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
+from aerorl_ops.models.entry import BACKENDS, VLLM_BACKEND
 
 GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo")
 ALGORITHM_FIELDS = ("kl_kind", "kl_placement", "loss_agg_mode", "ppo_epochs", "ppo_mini_batches", "clip_low",
@@ -35,9 +36,11 @@ class AeroRLConfig:
 
     RL fields: ``algorithm`` (``grpo``, ``dr_grpo``, ``rloo``, ``reinforce_pp`` or ``ppo``), ``group_size``
     samples per prompt, ``learning_rate``, ``kl_coef`` (KL to the reference; 0 = no reference),
-    sampling (``temperature``, ``top_k`` 0 = off, ``top_p`` 1 = off), ``max_new_tokens`` (the
-    maximum response length), ``max_grad_norm``, ``grad_accumulation`` (micro-batches per update),
-    ``max_nonfinite_steps`` (NaN/inf guard), ``seed``; and ``ALGORITHM_FIELDS``, the loss's settings
+    sampling (``temperature``, ``top_k`` 0 = off, ``top_p`` 1 = off), ``rollout_backend`` (``hf``: the
+    policy's ``generate``; ``vllm``: a vLLM engine synced to the policy before every RL step, one
+    training process only), ``max_new_tokens`` (the maximum response length), ``max_grad_norm``,
+    ``grad_accumulation`` (micro-batches per update), ``max_nonfinite_steps`` (NaN/inf guard),
+    ``seed``; and ``ALGORITHM_FIELDS``, the loss's settings
     (see their help in ``TrainingSettings``). Those that may be None (unset) take the algorithm's
     defaults (``rl.algorithms.AlgorithmSettings``).
 
@@ -60,6 +63,7 @@ class AeroRLConfig:
     temperature: float = DEFAULTS.temperature
     top_k: int = DEFAULTS.top_k
     top_p: float = DEFAULTS.top_p
+    rollout_backend: str = DEFAULTS.rollout_backend
     max_new_tokens: int = DEFAULTS.max_new_tokens
     max_grad_norm: float = 1.0
     grad_accumulation: int = DEFAULTS.grad_accumulation
@@ -100,6 +104,7 @@ class AeroRLConfig:
         _require(self.max_nonfinite_steps >= 1, "max_nonfinite_steps", self.max_nonfinite_steps, ">= 1")
         _require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, ">= 1")
         _require(self.top_k >= 0, "top_k", self.top_k, ">= 0 (0 turns it off)")
+        _require(self.rollout_backend in BACKENDS, "rollout_backend", self.rollout_backend, f"one of {BACKENDS}")
         for name in ("learning_rate", "kl_coef", "temperature", "top_p", "max_grad_norm"):
             value = getattr(self, name)
             _require(isinstance(value, (int, float)) and math.isfinite(value), name, value, "a finite number")
@@ -148,6 +153,14 @@ class AeroRLConfig:
         _require(self.reference != "lora_base" or self.lora_rank > 0, "reference", self.reference,
                  "'quantized' when lora_rank = 0 ('lora_base' is the LoRA policy with its adapters disabled: "
                  "set lora_rank > 0)")
+
+
+def check_rollout_ranks(rollout_backend: str, ranks: int) -> None:
+    """vLLM rollouts run one engine in the one training process; an engine per rank is not supported yet."""
+    if rollout_backend == VLLM_BACKEND and ranks > 1:
+        raise ValueError(f'rollout_backend = "vllm" needs nproc_per_node = 1, got {ranks} training processes '
+                         '(one vLLM engine per rank is not supported yet): set nproc_per_node = 1, or '
+                         'rollout_backend = "hf" to train on several ranks')
 
 
 def _require(ok: bool, name: str, value: object, expectation: str) -> None:

@@ -15,7 +15,7 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.configured import env_kwargs
 from aerorl_ops.envs.registry import ENVIRONMENTS, make_env
-from aerorl_ops.rl.config import ALGORITHM_FIELDS, MODEL_FIELDS, AeroRLConfig
+from aerorl_ops.rl.config import ALGORITHM_FIELDS, MODEL_FIELDS, AeroRLConfig, check_rollout_ranks
 from aerorl_ops.rl.training_run import TrainingPlan
 
 TRAIN_SEED_OFFSET = 1000
@@ -24,15 +24,18 @@ EVAL_DEFAULTS = EvalSettings()
 
 
 def rl_config_of(settings: TrainingSettings) -> AeroRLConfig:
-    """The validated ``AeroRLConfig`` of ``settings`` (``ValueError`` names the first bad field)."""
+    """The validated ``AeroRLConfig`` of ``settings`` (``ValueError`` names the first bad field, or
+    vLLM rollouts on several ranks)."""
     config = AeroRLConfig(quant_ref_bits=settings.quant_bits, algorithm=settings.algorithm,
                           group_size=settings.group_size, learning_rate=settings.learning_rate,
                           kl_coef=settings.kl_coef, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
                           temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
+                          rollout_backend=settings.rollout_backend,
                           grad_accumulation=settings.grad_accumulation,
                           max_nonfinite_steps=settings.max_nonfinite_steps,
                           **{name: getattr(settings, name) for name in ALGORITHM_FIELDS + MODEL_FIELDS})
     config.validate()
+    check_rollout_ranks(config.rollout_backend, settings.nproc_per_node)
     return config
 
 

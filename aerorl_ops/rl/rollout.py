@@ -5,7 +5,10 @@
 - ``generate_replies``: greedy or sampled completions; special tokens other than EOS are never
   emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
 - ``collect_rollout``: ``group_size`` samples per prompt, each graded by ``env.step``;
-  ``sample_parts``: the same over given micro-batches of indices, each optionally seeded;
+  ``sample_parts``: the same over given micro-batches of indices, each optionally seeded. Given a
+  ``ReplySampler`` (``generation.vllm_sampler.VLLMSampler``), it samples the replies from the same
+  prompt text instead of the policy's ``generate``; either way the batches hold the prompts and
+  reply tokens only, so the trainer scores the replies with the policy itself;
 - ``supervised_batch``: prompts followed by their reference answer and EOS (the plain answer
   format: the environment's first answer, no JSON), for the masked supervised loss.
 """
@@ -15,13 +18,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
+from PIL import Image
 
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.types import Completion, Observation
-from aerorl_ops.evaluator.replies import encode_observations, generate_new_tokens
+from aerorl_ops.evaluator.replies import encode_observations, generate_new_tokens, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
@@ -40,6 +44,19 @@ class Replies(NamedTuple):
     token_ids: list[list[int]]  # [B] generated ids, up to and including the first EOS
     texts: list[str]  # [B] decoded, special tokens removed, stripped
     truncated: list[bool]  # [B] cut at max_new_tokens without an EOS
+
+
+class ReplySampler(Protocol):
+    """What samples rollout replies in place of the policy's ``generate``: ``VLLMSampler`` has it."""
+
+    def sample(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
+               sampling: Sampling | None, n: int = 1,
+               seed: int | None = None) -> tuple[list[list[int]], list[str], list[bool]]: ...
+
+
+SEEDS_PER_PART = 2**20
+"""A ``ReplySampler`` seeds prompt i of a part with (its seed + i): part seeds, which are consecutive
+integers, are spread this far apart, so no two prompts of a step share a seed."""
 
 
 class Graded(NamedTuple):
@@ -101,24 +118,34 @@ def micro_batches(items: Sequence, count: int) -> list[list]:
 
 
 def collect_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], group_size: int, max_new_tokens: int,
-                    sampling: Sampling, micro_batch_count: int = 1) -> Rollout:
-    """Sample ``group_size`` replies per prompt (in ``micro_batch_count`` generation batches) and grade them."""
+                    sampling: Sampling, micro_batch_count: int = 1, sampler: ReplySampler | None = None) -> Rollout:
+    """Sample ``group_size`` replies per prompt (in ``micro_batch_count`` generation batches, by
+    ``sampler`` when given) and grade them."""
     indices = [index for index in prompts for _ in range(group_size)]
-    return sample_parts(loaded, env, micro_batches(indices, micro_batch_count), max_new_tokens, sampling)
+    return sample_parts(loaded, env, micro_batches(indices, micro_batch_count), max_new_tokens, sampling,
+                        sampler=sampler)
 
 
 def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]], max_new_tokens: int,
-                 sampling: Sampling, seeds: Sequence[int] | None = None) -> Rollout:
+                 sampling: Sampling, seeds: Sequence[int] | None = None,
+                 sampler: ReplySampler | None = None) -> Rollout:
     """One sampled reply per environment index of each part (one generation batch per part), graded.
-    With ``seeds``, torch is seeded with ``seeds[k]`` right before part k is generated, so a part's
-    samples do not depend on which other parts this process generates."""
+    With ``seeds``, torch (or ``sampler``'s requests) is seeded from ``seeds[k]`` right before part k
+    is generated, so a part's samples do not depend on which other parts this process generates.
+    With ``sampler``, it samples the replies (the policy's prompts still make the batches)."""
     batches, token_ids, texts, truncated = [], [], [], []
     started = time.perf_counter()
     for k, part in enumerate(parts):
-        inputs = encode_observations(loaded, observe_all(env, part))
-        if seeds is not None:
-            torch.manual_seed(seeds[k])
-        replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
+        observations = observe_all(env, part)
+        inputs = encode_observations(loaded, observations)
+        if sampler is not None:
+            seed = None if seeds is None else seeds[k] * SEEDS_PER_PART % 2**62
+            replies = Replies(*sampler.sample(observation_prompts(loaded, observations),
+                                              [o.images for o in observations], max_new_tokens, sampling, seed=seed))
+        else:
+            if seeds is not None:
+                torch.manual_seed(seeds[k])
+            replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
         batches.append(append_completions(inputs, replies.token_ids, loaded.tokenizer.pad_token_id,
                                           loaded.model.config))
         token_ids += replies.token_ids

@@ -28,6 +28,13 @@ are summed over the ranks once per update, before clipping. The update, the loss
 statistics equal those of one process with the same global batch (up to floating-point summation
 order). One process (``SINGLE``) communicates nothing.
 
+Rollouts come from the policy's own ``generate``, or with ``rollout_backend = "vllm"`` from a vLLM
+engine (``generation.vllm_sampler``) started at the first RL step, in this process: each RL step
+first loads the policy's current weights into it (those after the previous update, warm-up updates
+included), so step k samples with the policy after update k-1. The engine's log-probs are never
+used: ``_score_rollout`` recomputes every token's with the policy. One process only (no engine per
+rank yet); :meth:`AeroRLTrainer.close_rollouts` shuts the engine down.
+
 Deliberate simplifications: minibatches are the rollout's micro-batches in a fixed order (not
 reshuffled between epochs); one AdamW and one gradient clip over the policy and the value head
 together (they share the decoder, and the loss is one sum). With ``kl_coef = 0`` the reference is
@@ -42,16 +49,17 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
 from aerorl_ops.aerorl_compat import resolve_trainer_backend
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.losses import masked_cross_entropy_loss, masked_mean
+from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
 from aerorl_ops.rl.algorithms import build_algorithm, resolve_settings, token_rewards
 from aerorl_ops.rl.checkpoint import CheckpointState
-from aerorl_ops.rl.config import ALGORITHM_FIELDS, AeroRLConfig
+from aerorl_ops.rl.config import ALGORITHM_FIELDS, AeroRLConfig, check_rollout_ranks
 from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation, shard_batch
 from aerorl_ops.rl.functional import aggregation_share, explained_variance, kl_penalty
 from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
@@ -60,6 +68,9 @@ from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
 from aerorl_ops.rl.value_head import ValueHead
+
+if TYPE_CHECKING:
+    from aerorl_ops.generation.vllm_sampler import VLLMSampler  # imported when rollouts use it: vLLM is optional
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -122,10 +133,15 @@ def response_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class AeroRLTrainer:
+    """``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (None: those of the
+    policy's source when it is a vLLM source, else vLLM's defaults)."""
+
     def __init__(self, config: AeroRLConfig, policy: PolicyRuntime | None = None,
-                 reference: ReferenceRuntime | None = None, dp: DataParallel = SINGLE) -> None:
+                 reference: ReferenceRuntime | None = None, dp: DataParallel = SINGLE,
+                 rollout_engine: GenerationBackend | None = None) -> None:
         config.validate()
         check_accumulation(config.grad_accumulation, dp.world_size)
+        check_rollout_ranks(config.rollout_backend, dp.world_size)
         self.config = config
         self.dp = dp
         self.adapter = resolve_trainer_backend(config.trainer_backend)
@@ -141,6 +157,8 @@ class AeroRLTrainer:
         self._optimizer: torch.optim.Optimizer | None = None
         self._value_head: ValueHead | None = None
         self._synced: list[int] = []  # ids of the parameters last broadcast from rank 0
+        self.rollout_engine = rollout_engine
+        self._rollout_sampler: VLLMSampler | None = None  # started at the first RL step with rollout_backend = "vllm"
 
     # ----- lifecycle (AeroRL's) -----
     def on_train_start(self) -> dict[str, Any]:
@@ -149,6 +167,7 @@ class AeroRLTrainer:
 
     def on_train_end(self) -> dict[str, Any]:
         self.state.finished = True
+        self.close_rollouts()
         return {"status": "finished", "steps": self.state.step, "backend": self.adapter.backend}
 
     # ----- AeroRL's tensor-only quickstart -----
@@ -284,6 +303,31 @@ class AeroRLTrainer:
         grad_norm, skipped = self._apply_update(loss)
         return self._stats("warmup", loss, batches, None, {}, grad_norm, skipped, started)
 
+    def _synced_sampler(self) -> VLLMSampler | None:
+        """With ``rollout_backend = "vllm"``, the engine (started on first use) holding the policy's
+        current weights; None for the policy's own ``generate``."""
+        if self.config.rollout_backend != VLLM_BACKEND:
+            return None
+        if self._rollout_sampler is None:
+            from aerorl_ops.generation.vllm_engine import INSTALL_STEPS, VLLMNotInstalledError
+            from aerorl_ops.generation.vllm_sampler import VLLMSampler
+
+            try:
+                self._rollout_sampler = VLLMSampler.start(self._policy().loaded, self.rollout_engine,
+                                                          seed=self.config.seed)
+            except VLLMNotInstalledError as error:
+                raise VLLMNotInstalledError(
+                    f'rollout_backend = "vllm" needs vLLM, which is not installed in this Python environment. '
+                    f'{INSTALL_STEPS} Or set rollout_backend = "hf" (the policy\'s own generate).') from error
+        self._rollout_sampler.sync_weights(self._policy().loaded.model)
+        return self._rollout_sampler
+
+    def close_rollouts(self) -> None:
+        """Shut down the rollout engine, if one started (its memory back); a later RL step starts another."""
+        sampler, self._rollout_sampler = self._rollout_sampler, None
+        if sampler is not None:
+            sampler.close()
+
     def _reference_logprobs(self, batch: SequenceBatch) -> torch.Tensor | None:
         if self.config.kl_coef == 0 or self.reference is None:
             return None
@@ -309,7 +353,7 @@ class AeroRLTrainer:
         mine = shards.local_parts(dp.rank)
         rollout = sample_parts(loaded, env, [[indices[row] for row in shards.parts[part]] for part in mine],
                                config.max_new_tokens, Sampling(config.temperature, config.top_k, config.top_p),
-                               [self._sample_seed(part) for part in mine])
+                               [self._sample_seed(part) for part in mine], self._synced_sampler())
         local_rows = torch.tensor(shards.rows_of(dp.rank), device=loaded.device)  # [b]
 
         def gathered(local: torch.Tensor | None) -> torch.Tensor | None:

@@ -10,9 +10,10 @@ Algorithm:
    (nf4 / int8 / none), or, with ``reference = lora_base``, it is the policy's own base after the
    warm-up adapter is merged (adapters disabled) — KL is measured to the policy RL started from.
    With ``kl_coef = 0`` no reference is loaded;
-4. ``rl_steps`` of the configured algorithm, reward = the environment's reward, then the
-   evaluation at the end (``final``) and the image-swap check. Every ``eval_interval`` global
-   steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``);
+4. ``rl_steps`` of the configured algorithm, reward = the environment's reward (rollouts sampled by
+   the policy, or by a vLLM engine synced to it: ``rollout_backend``, shut down after the last RL
+   step), then the evaluation at the end (``final``) and the image-swap check. Every
+   ``eval_interval`` global steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``);
 5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too,
    at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
    (``control``). What RL adds is then read against what the same time of supervised training adds;
@@ -43,6 +44,7 @@ from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 from aerorl_ops.evaluator.runner import EvalOutcome, evaluate_model
+from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
@@ -135,8 +137,10 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
                  on_step: Callable[[StepStats], None] | None = None,
                  on_eval: Callable[[EvalResult], None] | None = None, resume: bool = True,
                  validation_env: TaskEnv | None = None,
-                 on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE) -> TrainingResult:
-    """Warm-up, RL and control, as described in the module docstring; ``dp``: this process's rank."""
+                 on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE,
+                 rollout_engine: GenerationBackend | None = None) -> TrainingResult:
+    """Warm-up, RL and control, as described in the module docstring; ``dp``: this process's rank;
+    ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``AeroRLTrainer``)."""
     if len(train_env) == 0 or not eval_indices:
         raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out items "
                          f"({len(eval_indices)})")
@@ -144,7 +148,7 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     checkpoint = latest_checkpoint(run_dir) if resume else None
     state = load_checkpoint_state(checkpoint) if checkpoint else None
     policy, reference = wrap_vlm_for_rl(str(checkpoint) if checkpoint else base_model, config, device=device)
-    trainer = AeroRLTrainer(config, policy, dp=dp)
+    trainer = AeroRLTrainer(config, policy, dp=dp, rollout_engine=rollout_engine)
     sampler = ItemSampler(train_env, config.seed, plan.curriculum)
     result = TrainingResult(run_dir, final_checkpoint=run_dir, reference_source="")
     clock = {"train_s": 0.0, "rl_s": 0.0}
@@ -216,15 +220,18 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     if plan.rl_steps and config.kl_coef > 0:  # lora_base: at the RL start, re-base the adapters (runtimes)
         reference.anchor(result.reference_source, rl_start=trainer.state.step == plan.warmup_steps)
         trainer.reference = reference
-    while trainer.state.step < plan.total_steps:
-        rl_index = trainer.state.step - plan.warmup_steps
-        trainer.set_learning_rate(learning_rate_at(rl_index, config.learning_rate, plan.rl_steps, plan.lr_schedule,
-                                                   plan.lr_warmup_steps, plan.lr_min_ratio))
-        stats = trainer.rl_step(train_env, sampler.batch(trainer.state.step, plan.prompts_per_step))
-        clock["rl_s"] += stats.step_s
-        record_step(stats)
-        if trainer.state.step % plan.eval_interval == 0 and trainer.state.step < plan.total_steps:
-            record_eval("rl")
+    try:
+        while trainer.state.step < plan.total_steps:
+            rl_index = trainer.state.step - plan.warmup_steps
+            trainer.set_learning_rate(learning_rate_at(rl_index, config.learning_rate, plan.rl_steps,
+                                                       plan.lr_schedule, plan.lr_warmup_steps, plan.lr_min_ratio))
+            stats = trainer.rl_step(train_env, sampler.batch(trainer.state.step, plan.prompts_per_step))
+            clock["rl_s"] += stats.step_s
+            record_step(stats)
+            if trainer.state.step % plan.eval_interval == 0 and trainer.state.step < plan.total_steps:
+                record_eval("rl")
+    finally:
+        trainer.close_rollouts()  # a vLLM rollout engine's memory back before the final evaluations and the control
     result.reference_loaded = reference._loaded is not None
     if not dp.is_main:
         trainer.on_train_end()

@@ -30,6 +30,7 @@ from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import LAUNCH_SETTINGS, TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.sources import model_source
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
 from aerorl_ops.rl.config import AeroRLConfig
@@ -125,6 +126,15 @@ def resolve_base_model(base_model: str, runtime: ModelRuntime, bench: BenchmarkC
                      f"({', '.join(bench.model_keys)}) nor a checkpoint directory")
 
 
+def rollout_engine_of(base_model: str, bench: BenchmarkConfig) -> GenerationBackend | None:
+    """The vLLM engine settings of ``rollout_backend = "vllm"``: the base model's ``[models.<key>]``
+    table's when that is a vLLM entry, else None (vLLM's defaults)."""
+    if base_model not in bench.model_keys:
+        return None
+    backend = bench.model(base_model).backend
+    return backend if backend.uses_engine else None
+
+
 def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
     """The ``rl_run`` asset; its run config defaults to the training settings in ``bench``."""
     TrainingConfig = training_config_class(bench.training)  # a Config class, made per config file
@@ -178,6 +188,7 @@ def train_and_record(bench: BenchmarkConfig, config: TrainingRunConfig, model_ru
     plan = config.plan(bench.eval)
     run_id = config.run_id()
     base = resolve_base_model(config.base_model, model_runtime, bench)
+    rollout_engine = rollout_engine_of(config.base_model, bench)
     model_runtime.apply_threads()
     train_env, held_out = config.environments(bench.seed + config.seed, bench.datasets)
     validation = validation_environment(config, bench.datasets)
@@ -186,7 +197,7 @@ def train_and_record(bench: BenchmarkConfig, config: TrainingRunConfig, model_ru
     def run(**callbacks: Any) -> TrainingResult:
         return run_training(base, run_dir, rl_config, plan, train_env, held_out, list(range(len(held_out))),
                             device=model_runtime.device, resume=config.resume, validation_env=validation, dp=dp,
-                            **callbacks)
+                            rollout_engine=rollout_engine, **callbacks)
 
     if not dp.is_main:
         run()

@@ -170,7 +170,9 @@ def test_a_bad_config_file_is_a_configuration_error(tmp_path, capsys):
 
 def test_the_default_training_run_id_is_stable_so_reruns_resume():
     """The run id hashes the training settings, so a rerun with the same settings finds its checkpoints.
-    (Issues 11 and 12 changed the training settings, hence these ids; a change of them must be deliberate.)"""
+    (Issues 11, 12 and 15 (rollout_backend) changed the training settings, hence these ids; a change of them
+    must be deliberate.) The rollout backend changes the sampled replies, so it is part of the id."""
     TrainingConfig = training_config_class(SHIPPED.training)
-    assert TrainingConfig().run_id() == "rl-grpo-s0-f08ea5c18c"
-    assert TrainingConfig(steps=3, learning_rate=1e-2).run_id() == "rl-grpo-s0-7e164797cf"
+    assert TrainingConfig().run_id() == "rl-grpo-s0-0c0205eb53"
+    assert TrainingConfig(steps=3, learning_rate=1e-2).run_id() == "rl-grpo-s0-b07eabec31"
+    assert TrainingConfig(rollout_backend="vllm").run_id() == "rl-grpo-s0-0530b9d318"

@@ -1,5 +1,6 @@
 """The training job end to end through Dagster on the embedded default (a tiny run): the training
-tables, the sampled (MAYE) evaluations in the eval tables, TensorBoard event files, the figures."""
+tables, the sampled (MAYE) evaluations in the eval tables, TensorBoard event files, the figures;
+and where vLLM rollouts take their engine settings from."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import duckdb
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from aerorl_ops.config.benchmark import parse_benchmark_config
+from aerorl_ops.models.entry import GenerationBackend
 from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH, DATA_DIR
+from assets.training.rl_run import rollout_engine_of
 
 RUN = {"warmup_steps": 2, "warmup_batch_size": 4, "steps": 1, "prompts_per_step": 2, "group_size": 2,
        "eval_size": 6, "eval_interval": 2, "kl_coef": 0.0, "control": False, "swap_check_type": "",
@@ -57,3 +61,12 @@ def test_the_run_logs_tensorboard_scalars_and_attaches_figures(trained):
     assert [e.step for e in events.Scalars("eval/high_temp_pass8/accuracy")] == [2, 3, 3]
     materialization = result.asset_materializations_for_node("rl_run")[0]
     assert any("accuracy" in key for key in materialization.metadata)
+
+
+def test_vllm_rollouts_take_the_engine_settings_of_a_vllm_base_model_entry():
+    bench = parse_benchmark_config({"benchmark": {"batch_sizes": [1]}, "models": {
+        "served": {"source": "embedded:tiny-qwen2-vl", "backend": "vllm", "gpu_memory_utilization": 0.3},
+        "plain": {"source": "embedded:tiny-qwen2-vl"}}}, path="bench.toml")
+    assert rollout_engine_of("served", bench) == GenerationBackend("vllm", gpu_memory_utilization=0.3)
+    assert rollout_engine_of("plain", bench) is None  # vLLM's defaults
+    assert rollout_engine_of("/some/checkpoint", bench) is None
