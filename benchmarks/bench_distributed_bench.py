@@ -7,10 +7,11 @@ under a temporary folder, each with its own Dagster instance, Parquet cache and 
 * celery: ``[executor] kind = "celery"`` with the folder broker, ``workers`` partition workers and the
   report writer started here, partition runs launched ``workers`` at a time.
 
-Both include the rows (in-process either way). The two reports are compared (rows, responses, scores;
-timing columns left out) and must be equal. On a 2-core machine the Celery run pays for its worker
-and launcher processes (each imports torch and loads the model per step) and cannot run two
-partitions faster than one core each: expect overhead, not speed-up.
+Both include the rows (in-process either way). The two reports are compared (every report table's
+rows, ``aerorl_ops.storage.behaviour_rows``: measured columns left out) and must be equal. On a 2-core
+machine the Celery run pays for its worker and launcher processes (each imports torch and loads the
+model per step) and cannot run two partitions faster than one core each: expect overhead, not
+speed-up.
 
     python benchmarks/bench_distributed_bench.py [--workers 2] [--torch-threads 1]
 """
@@ -24,13 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPARED = {"generations": ("batch_size, sample_id", ("sample_id", "model_key", "batch_size", "response",
-                                                       "generated_tokens", "prompt_text_tokens", "vision_tokens")),
-            "reward_scores": ("batch_size, sample_id", ("sample_id", "batch_size", "verifier", "grounding", "format",
-                                                         "cost", "total_reward", "anls", "relaxed_accuracy",
-                                                         "correct")),
-            "benchmark_summary": ("batch_size, dataset", ("batch_size", "dataset", "samples", "accuracy",
-                                                          "pass_rate", "average_reward"))}
+REPORT_TABLES = ("generations", "reward_scores", "benchmark_summary", "rejected_rows")
 
 
 def variant(folder: Path, kind: str, workers: int) -> Path:
@@ -46,14 +41,6 @@ def variant(folder: Path, kind: str, workers: int) -> Path:
     return folder / "bench.toml"
 
 
-def report(database: Path, run_id: str) -> dict[str, list[tuple]]:
-    import duckdb
-
-    with duckdb.connect(str(database), read_only=True) as conn:
-        return {table: conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ? ORDER BY {order}",
-                                    [run_id]).fetchall() for table, (order, columns) in COMPARED.items()}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -64,6 +51,7 @@ def main() -> int:
     import dagster as dg
 
     from aerorl_ops.envs.configured import load_config
+    from aerorl_ops.storage.behaviour_rows import behaviour_rows
     from aerorl_pipeline.bench import plan_bench, run_bench, run_bench_distributed
     from aerorl_pipeline.definitions import build_definitions
     from aerorl_pipeline.distributed_bench import BenchResources, resources_of
@@ -89,7 +77,7 @@ def main() -> int:
             if failed:
                 print(f"{kind}: runs failed: {failed}")
                 return 1
-            reports[kind] = report(folder / "aerorl.duckdb", plan.run_id)
+            reports[kind] = behaviour_rows(str(folder / "aerorl.duckdb"), plan.run_id, REPORT_TABLES)
             print(f"{kind:>8}: {len(plan.partition_keys)} partitions, "
                   f"{len(reports[kind]['generations'])} generations, {timings[kind]:.1f} s wall")
     same = reports["default"] == reports["celery"]

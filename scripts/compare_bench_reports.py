@@ -25,37 +25,7 @@ import pyarrow as pa
 from aerorl_ops.config.rewards import parse_rewards
 from aerorl_ops.generation.records import GENERATION_SCHEMA
 from aerorl_ops.scoring.partition_scores import score_generations
-
-# Columns whose values are measurements of time, memory or the process, not of behaviour.
-MEASURED = {
-    "generations": {"latency_ms", "batch_latency_ms", "dagster_run_id"},
-    "reward_scores": set(),
-    "benchmark_summary": {
-        "wall_s", "samples_per_s", "generated_tokens_per_s", "latency_avg_ms", "latency_p50_ms",
-        "latency_p95_ms", "model_load_s", "peak_memory_mb", "gpu_seen", "gpu_util_avg", "gpu_util_max",
-        "gpu_memory_avg_mb", "gpu_memory_max_mb", "gpu_power_avg_w", "cpu_percent_avg", "rss_max_mb",
-        "created_at",
-    },
-    "runs": {"started_at", "finished_at", "git_sha", "library_versions"},
-    "rejected_rows": set(),
-}
-# Columns that depend on a measured latency through the cost reward (compared, but reported apart).
-LATENCY_DEPENDENT = {"reward_scores": {"cost", "total_reward", "passed"},
-                     "benchmark_summary": {"cost_avg", "average_reward", "pass_rate"}}
-KEYS = {"generations": ["model_key", "batch_size", "sample_id"],
-        "reward_scores": ["model_key", "batch_size", "sample_id"],
-        "benchmark_summary": ["model_key", "batch_size"],
-        "runs": [], "rejected_rows": ["stage", "dataset", "locator", "sample_id", "reason"]}
-
-
-def columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
-    return [(name, kind) for name, kind, *_ in conn.execute(f'DESCRIBE "{table}"').fetchall()]
-
-
-def rows(conn: duckdb.DuckDBPyConnection, table: str, run_id: str, names: list[str]) -> list[tuple]:
-    selected = ", ".join(f'"{name}"' for name in names if name != "run_id")
-    order = ", ".join(f'"{key}"' for key in KEYS[table]) or "1"
-    return conn.execute(f'SELECT {selected} FROM "{table}" WHERE run_id = ? ORDER BY {order}', [run_id]).fetchall()
+from aerorl_ops.storage.behaviour_rows import LATENCY_DEPENDENT, MEASURED, columns, rows
 
 
 def normalized(table_rows: list[tuple], run_id: str, root: str | None) -> list[tuple]:

@@ -27,6 +27,7 @@ import pytest
 pytest.importorskip("dagster_celery", reason="dagster-celery is the scale-out extra: pip install -e '.[distributed]'")
 
 from aerorl_ops.envs.configured import load_config  # noqa: E402
+from aerorl_ops.storage.behaviour_rows import behaviour_rows  # noqa: E402
 from aerorl_pipeline.bench import plan_bench, run_bench, run_bench_distributed  # noqa: E402
 from aerorl_pipeline.definitions import build_definitions  # noqa: E402
 from aerorl_pipeline.distributed_bench import BenchResources, resources_of  # noqa: E402
@@ -55,12 +56,7 @@ workers = 2
 [storage]
 cache_url = "{cache}"
 """
-MEASURED = {"latency_ms", "batch_latency_ms", "dagster_run_id", "wall_s", "samples_per_s", "generated_tokens_per_s",
-            "latency_avg_ms", "latency_p50_ms", "latency_p95_ms", "model_load_s", "peak_memory_mb", "gpu_seen",
-            "gpu_util_avg", "gpu_util_max", "gpu_memory_avg_mb", "gpu_memory_max_mb", "gpu_power_avg_w",
-            "cpu_percent_avg", "rss_max_mb", "created_at", "run_id"}
-REPORT_TABLES = {"generations": "batch_size, sample_id", "reward_scores": "batch_size, sample_id",
-                 "benchmark_summary": "batch_size, dataset", "rejected_rows": "stage, locator"}
+REPORT_TABLES = ("generations", "reward_scores", "benchmark_summary", "rejected_rows")
 
 
 def write_config(folder: Path, kind: str, rows: int = ROWS) -> Path:
@@ -77,13 +73,7 @@ def resources(folder: Path, models_dir: Path) -> BenchResources:
 
 def report(database: Path, run_id: str) -> dict[str, list[tuple]]:
     """Every report table's rows of ``run_id``, measured columns left out."""
-    with duckdb.connect(str(database), read_only=True) as conn:
-        tables = {}
-        for table, order in REPORT_TABLES.items():
-            columns = [row[0] for row in conn.execute(f"DESCRIBE {table}").fetchall() if row[0] not in MEASURED]
-            tables[table] = conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE run_id = ? ORDER BY {order}",
-                                         [run_id]).fetchall()
-        return tables
+    return behaviour_rows(str(database), run_id, REPORT_TABLES)
 
 
 def step_events(instance: dg.DagsterInstance, run_id: str, step: str, event_type: dg.DagsterEventType) -> list:
