@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from aerorl_ops.config.fields import ConfigError, boolean, fail, integer, positive_int, setting, text
+from aerorl_ops.config.fields import ConfigError, boolean, integer, positive_int, setting, text, text_or_empty
 from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 
-
-def _text_or_empty(where: str, name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise fail(where, name, f"must be a string (empty = the dataset's own split), got {value!r}")
-    return value
+_text_or_empty = text_or_empty("empty = the dataset's own split")
 
 
 @dataclass(frozen=True)

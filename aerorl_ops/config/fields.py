@@ -147,6 +147,15 @@ def text(where: str, setting: str, value: object) -> str:
     return value
 
 
+def text_or_empty(meaning: str) -> Check:
+    """A check for a string that may be empty; ``meaning`` says what empty means in the error."""
+    def check(where: str, setting: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise fail(where, setting, f"must be a string ({meaning}), got {value!r}")
+        return value
+    return check
+
+
 def one_of(*choices: object, described: str = "") -> Check:
     """A check that the value is one of ``choices`` (``described`` words them for the error)."""
     def check(where: str, setting: str, value: object) -> Any:

@@ -14,15 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aerorl_ops.config.fields import fail, non_negative_int, one_of, positive_int, setting
+from aerorl_ops.config.fields import fail, non_negative_int, one_of, positive_int, setting, text_or_empty
 
 EXECUTOR_KINDS = ("default", "celery", "k8s")
 
 
-def any_text(where: str, name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise fail(where, name, f"must be a string (empty = the default), got {value!r}")
-    return value
+any_text = text_or_empty("empty = the default")
 
 
 def string_table(where: str, name: str, value: object) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from aerorl_ops.config.fields import (
     probability,
     setting,
     text,
+    text_or_empty,
     unset_or,
 )
 from aerorl_ops.models.entry import BACKENDS
@@ -41,11 +42,7 @@ REFERENCE_MODES = ("quantized", "lora_base")
 LR_SCHEDULES = ("constant", "cosine")
 
 
-def _text_or_empty(where: str, name: str, value: object) -> str:
-    """A string, which may be empty (= the feature is off)."""
-    if not isinstance(value, str):
-        raise fail(where, name, f"must be a string (empty to turn it off), got {value!r}")
-    return value
+_text_or_empty = text_or_empty("empty to turn it off")
 
 
 def _above_one(where: str, name: str, value: object) -> float:
