@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from aerorl_ops.config.rewards import parse_rewards
 from aerorl_ops.generation.records import GENERATION_SCHEMA
-from aerorl_ops.scoring.partition_scores import score_generations
+from aerorl_ops.scoring.partition_scores import SCORE_SCHEMA, score_generations
 from aerorl_ops.storage.behaviour_rows import LATENCY_DEPENDENT, MEASURED, columns, rows
 
 
@@ -81,10 +81,10 @@ def rescored_scores_match(database: str, run_id: str) -> bool:
                 f"SELECT {', '.join(GENERATION_SCHEMA.names)} FROM generations "
                 "WHERE run_id = ? AND model_key = ? AND batch_size = ? ORDER BY sample_id", params=key,
             ).to_arrow_table())
-            stored = conn.execute("SELECT * EXCLUDE (run_id, model_key, batch_size) FROM reward_scores "
+            stored = conn.execute(f"SELECT {', '.join(SCORE_SCHEMA.names)} FROM reward_scores "
                                   "WHERE run_id = ? AND model_key = ? AND batch_size = ? ORDER BY sample_id",
-                                  key).fetchall()
-            config = json.loads(stored[0][-1])
+                                  key).fetchall()  # in the scorer's column order (older databases appended columns)
+            config = json.loads(stored[0][SCORE_SCHEMA.names.index("reward_config")])
             settings = parse_rewards("stored reward_config", {name: value for name, value in config.items()
                                                                  if value is not None})
             rescored = [tuple(row.values()) for row in
