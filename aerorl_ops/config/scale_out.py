@@ -5,7 +5,7 @@ The defaults keep everything on one machine: Dagster's own executor, and the Par
 ``data/cache``. ``kind = "celery"`` sends each step of the ``benchmark`` job to Celery workers
 (``aerorl worker``); ``kind = "k8s"`` runs each step as a Kubernetes job (``dagster-k8s``). Either
 way the DuckDB report is written by one process only: steps that write it go to the
-``duckdb_writer`` queue, which one worker serves (see the README's "Scaling out").
+``duckdb_writer`` queue, which one worker serves (see docs/scaling-out.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,89 @@
+"""What a checkout computes, with its measurements left out: a refactor must leave this unchanged.
+
+Runs, in this checkout (``PROJECT_ROOT``), at one torch thread and fixed seeds:
+1. ``aerorl bench --run-id fingerprint`` on the shipped config (every partition, the report);
+2. a short ``aerorl train`` (4 warm-up + 4 RL steps, 32 held-out questions, no control, no sampled
+   evaluations) under the run name ``fingerprint-train``, started over (``--no-resume``);
+
+then writes the behaviour rows (``aerorl_ops.storage.behaviour_rows``) of the benchmark's report tables
+and the run's ``training_steps`` / ``training_evals`` rows, timing columns left out, as JSON.
+
+    python scripts/behaviour_fingerprint.py before.json            # on the old commit (a git worktree)
+    python scripts/behaviour_fingerprint.py after.json
+    python scripts/behaviour_fingerprint.py --compare before.json after.json   # exit 1 on any difference
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_RUN = "fingerprint"
+TRAIN_RUN = "fingerprint-train"
+TRAIN_FLAGS = ["--warmup-steps", "4", "--steps", "4", "--eval-size", "32", "--eval-interval", "100",
+               "--sampled-eval-size", "0", "--no-control", "--prompts-per-step", "4", "--group-size", "4",
+               "--warmup-batch-size", "8", "--train-limit", "400", "--checkpoint-interval", "100"]
+BENCH_TABLES = ("generations", "reward_scores", "benchmark_summary", "rejected_rows")
+TIMING = {"step_s", "tokens_per_s", "peak_memory_mb", "wall_s"}
+
+
+def aerorl(*args: str) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "aerorl_pipeline.cli", *args], cwd=ROOT, env=env, check=True)
+
+
+def training_rows(database: Path) -> dict[str, list]:
+    with duckdb.connect(str(database), read_only=True) as conn:
+        out = {}
+        for table in ("training_steps", "training_evals"):
+            names = [n for n, *_ in conn.execute(f'DESCRIBE "{table}"').fetchall()
+                     if n not in TIMING and n != "run_id"]
+            selected = ", ".join(f'"{n}"' for n in names)
+            out[table] = conn.execute(f'SELECT {selected} FROM "{table}" WHERE run_id = ? ORDER BY step, phase',
+                                      [TRAIN_RUN]).fetchall()
+        return out
+
+
+def fingerprint(output: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from aerorl_ops.storage.behaviour_rows import behaviour_rows
+
+    database = ROOT / "reports" / "aerorl.duckdb"
+    aerorl("bench", "--run-id", BENCH_RUN)
+    aerorl("train", "--run-name", TRAIN_RUN, "--no-resume", *TRAIN_FLAGS)
+    found = {**behaviour_rows(str(database), BENCH_RUN, BENCH_TABLES), **training_rows(database)}
+    output.write_text(json.dumps(found, default=str, indent=1))
+    print(f"{output}: " + ", ".join(f"{table} {len(rows)} rows" for table, rows in found.items()))
+
+
+def compare(before: Path, after: Path) -> int:
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    differ = 0
+    for table in sorted(set(old) | set(new)):
+        a, b = old.get(table), new.get(table)
+        same = a == b
+        differ += not same
+        print(f"{table}: {'identical' if same else 'DIFFERENT'} ({len(a or [])} vs {len(b or [])} rows)")
+    return 1 if differ else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", nargs="?", type=Path)
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare)
+    fingerprint(args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
