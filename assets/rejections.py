@@ -1,23 +1,15 @@
-"""Rejected input rows land in DuckDB's ``rejected_rows`` with their reasons."""
+"""Rejected input rows land in DuckDB's ``rejected_rows`` with their reasons (rows built by
+``aerorl_ops.storage.duckdb_store.rejected_rows_table``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.rows.load_result import RejectedRow
-from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partition
-from aerorl_ops.storage.schema import REJECTED_ROWS, output_schema
-
-
-def rejected_rows_table(run_id: str, stage: str, dataset: str, rejected: Sequence[RejectedRow]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{"run_id": run_id, "stage": stage, "dataset": dataset, "locator": r.locator,
-          "sample_id": r.sample_id, "reason": r.reason} for r in rejected],
-        schema=output_schema(REJECTED_ROWS.schema),
-    )
+from aerorl_ops.storage.duckdb_store import ensure_tables, rejected_rows_table, replace_partition
+from aerorl_ops.storage.schema import REJECTED_ROWS
 
 
 def record_rejections(duckdb: DuckDBResource, run_id: str, stage: str, dataset: str,

@@ -59,7 +59,8 @@ def fingerprint(output: Path) -> None:
     aerorl("bench", "--run-id", BENCH_RUN)
     aerorl("train", "--run-name", TRAIN_RUN, "--no-resume", *TRAIN_FLAGS)
     found = {**behaviour_rows(str(database), BENCH_RUN, BENCH_TABLES), **training_rows(database)}
-    output.write_text(json.dumps(found, default=str, indent=1))
+    text = json.dumps(found, default=str, indent=1).replace(str(ROOT), "<checkout>")  # e.g. model_source
+    output.write_text(text)
     print(f"{output}: " + ", ".join(f"{table} {len(rows)} rows" for table, rows in found.items()))
 
 

@@ -4,9 +4,11 @@ A table names an environment ``kind`` (``make_env``'s registry: ``easy_vqa``, ``
 ``chartqa``, ``jsonl``, ``parquet``), where its data is (``path``: a file or folder, relative
 to the config file; left out, the kind's built-in source: the ``easy-vqa`` package, or the
 synthetic DocVQA/ChartQA rows), its ``split``, how many questions (``limit``) drawn with
-``seed``; any other key is a setting of that kind (``instruction``, ``type_field``, ...) passed
-to ``make_env`` as is. ``[benchmark] datasets = [...]`` picks the ones the benchmark runs on
-(default: all of them, in file order).
+``seed``; ``image_roots``: folders besides the dataset file's own that its rows' image paths may
+lead into (``jsonl`` and ``parquet``; relative to the config file; by default a path leaving the
+file's folder makes its row a rejection). Any other key is a setting of that kind
+(``instruction``, ``type_field``, ...) passed to ``make_env`` as is. ``[benchmark] datasets =
+[...]`` picks the ones the benchmark runs on (default: all of them, in file order).
 
 This module checks the shape of each table; that the kind exists and takes the settings is
 checked against the registry by ``aerorl_ops.envs.configured.check_datasets`` (the registry sits
@@ -20,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from aerorl_ops.config.fields import fail, integer, positive_int, text
+from aerorl_ops.config.fields import fail, integer, positive_int, setting, setting_fields, text
 
-DATASET_KEYS = ("kind", "path", "split", "limit", "seed")
-"""The keys every dataset table may hold; any other key is a setting of its kind."""
+
+def text_list(where: str, setting_name: str, value: object) -> tuple[str, ...]:
+    """A list of non-empty strings, as a tuple."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) and item for item in value):
+        raise fail(where, setting_name, f"must be a list of non-empty strings, got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -37,19 +43,25 @@ class DatasetSettings:
     path: str | None = None
     seed: int = 0
     settings: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    image_roots: tuple[str, ...] = setting((), help="folders besides the dataset file's own that its image paths "
+                                           "may lead into (each resolved against the config file's folder)",
+                                           check=text_list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
 
     def __hash__(self) -> int:
         return hash((self.name, self.kind, self.split, self.limit, self.path, self.seed,
-                     tuple(sorted(self.settings.items(), key=lambda item: item[0]))))
+                     tuple(sorted(self.settings.items(), key=lambda item: item[0])), self.image_roots))
 
     @property
     def asset_name(self) -> str:
         """The Dagster asset caching this dataset's rows."""
         return f"{self.name}_rows"
 
+
+DATASET_KEYS = ("kind", "path", "split", "limit", "seed", *(f.name for f in setting_fields(DatasetSettings)))
+"""The keys every dataset table may hold; any other key is a setting of its kind."""
 
 DEFAULT_DATASETS = (
     DatasetSettings("docvqa", kind="docvqa", split="validation", limit=48),
@@ -75,6 +87,20 @@ def _path(where: str, setting_name: str, value: object, root: Path) -> str:
     return str(resolved)
 
 
+def _setting_values(where: str, section: str, table: Mapping, root: Path) -> dict[str, object]:
+    """The table's values of the fields declared with ``setting``, checked; ``image_roots`` resolved
+    against ``root`` (each must be an existing folder)."""
+    values = {f.name: f.metadata["check"](where, f"{section}.{f.name}", table[f.name])
+              for f in setting_fields(DatasetSettings) if f.name in table}
+    if "image_roots" in values:
+        name = f"{section}.image_roots"
+        values["image_roots"] = tuple(_path(where, name, folder, root) for folder in values["image_roots"])
+        for folder in values["image_roots"]:
+            if not Path(folder).is_dir():
+                raise fail(where, name, f"names {folder!r}, which is not a folder")
+    return values
+
+
 def parse_dataset(where: str, name: str, table: object, root: Path, safe_key) -> DatasetSettings:
     """One ``[datasets.<name>]`` table; ``safe_key`` is the pattern a name must match."""
     section = f"datasets.{name}"
@@ -94,6 +120,7 @@ def parse_dataset(where: str, name: str, table: object, root: Path, safe_key) ->
         path=_path(where, f"{section}.path", table["path"], root) if "path" in table else None,
         seed=integer(where, f"{section}.seed", table.get("seed", 0)),
         settings=settings,
+        **_setting_values(where, section, table, root),
     )
 
 

@@ -6,7 +6,7 @@ Hugging Face dataset files on disk (``files``; the hub loaders of ``aerorl_ops.r
 take the first ``limit`` records in file order, so ``seed`` is unused there). Rows the
 loaders reject are the environment's rejections. ChartQA files in lmms-lab's layout give
 each item its ``type`` (``human_test`` / ``augmented_test``) as question type; other rows
-have none.
+have none. A dataset with no usable row is a ``NoUsableRowsError`` naming its files.
 
 The prompt is the benchmark's: the question, then an instruction asking for strict JSON
 ``{"answer": ...}``. So the default reward stack requires JSON, with the stack's other
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.messages import user_message, with_instruction
+from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.reward_stack_grader import RewardStackGrader
 from aerorl_ops.envs.types import TaskData, TaskItem
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_reward_stack
@@ -65,7 +66,8 @@ def _benchmark_env(dataset: str, files: Sequence[str], split: str, limit: int | 
                    instruction: str, reward_stack: WeightedRewardStack | None) -> SingleTurnEnv:
     stack = reward_stack if reward_stack is not None else build_reward_stack(require_json=True)
     data = load_benchmark_rows(dataset, files, split, limit, seed, instruction)
-    return SingleTurnEnv(dataset, data, RewardStackGrader(stack))
+    source = f"files {', '.join(map(str, files))}" if files else f"synthetic {split} rows, limit {limit}"
+    return SingleTurnEnv(dataset, require_items(data, dataset, source), RewardStackGrader(stack))
 
 
 def docvqa_env(files: Sequence[str] = (), split: str = "validation", limit: int | None = None, seed: int = 0,

@@ -6,7 +6,8 @@ the setting. ``load_config`` reads a config file and runs that check: the projec
 definitions load their config through it. ``dataset_rows`` builds a dataset's environment and
 turns its items into :class:`Row` s, one image per question (an item with another number of
 images is rejected with the reason), ``prompt`` being the text the environment shows with the
-image, so generation asks each dataset its own way.
+image, so generation asks each dataset its own way. A dataset with no usable row raises the
+environment's ``NoUsableRowsError`` (a ``ConfigError`` holding the rejections).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def env_kwargs(dataset: DatasetSettings, files: Sequence[str] = ()) -> dict[str,
     paths = list(files) or ([dataset.path] if dataset.path else [])
     if paths:
         kwargs[PATH_SETTING.get(dataset.kind, "path")] = _path_value(dataset.kind, paths)
+    if dataset.image_roots:
+        kwargs["image_roots"] = dataset.image_roots
     kwargs.update(dataset.settings)
     return kwargs
 
@@ -68,6 +71,10 @@ def check_datasets(config: BenchmarkConfig) -> BenchmarkConfig:
                            f"is not a setting of kind {dataset.kind!r}; its settings: kind, path, split, limit, seed"
                            + "".join(f", {name}" for name in accepted
                                      if name not in ("split", "limit", "seed", "name", path_setting)))
+        if dataset.image_roots and "image_roots" not in accepted:
+            readers = ", ".join(kind for kind in sorted(ENVIRONMENTS) if "image_roots" in env_settings(kind))
+            raise fail(config.path, f"{section}.image_roots", f"is not a setting of kind {dataset.kind!r}: its rows "
+                       f"name no image paths (kinds that read them: {readers})")
         if path_setting == "path" and "path" in accepted and dataset.path is None:
             raise fail(config.path, f"{section}.path", f"is required for kind {dataset.kind!r}: the dataset file")
     return config

@@ -15,7 +15,8 @@ Splits:
 
 Item ids are ``easy_vqa-<split>-<position in the package's questions.json>``. The question
 type comes from the answer: ``yes_no``, ``colour`` or ``shape``. The reward is exact match
-after normalisation (:class:`aerorl_ops.envs.exact_match.ExactMatchGrader`).
+after normalisation (:class:`aerorl_ops.envs.exact_match.ExactMatchGrader`). A split with no
+usable question is a ``NoUsableRowsError`` naming the data folder.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from aerorl_ops.envs.items import (
 )
 from aerorl_ops.envs.messages import user_message, with_instruction
 from aerorl_ops.envs.prior import QuestionPrior
+from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.types import TaskData
 from aerorl_ops.evaluation.accuracy import AccuracyReport
 
@@ -154,7 +156,8 @@ def load_easy_vqa(split: str, limit: int | None = None, seed: int = 0, instructi
 def easy_vqa_env(split: str = "train", limit: int | None = None, seed: int = 0,
                  instruction: str = EASY_VQA_INSTRUCTION, data_dir: str | None = None) -> SingleTurnEnv:
     """The ``easy_vqa`` environment (registered under that name)."""
-    return SingleTurnEnv(NAME, load_easy_vqa(split, limit, seed, instruction, data_dir), ExactMatchGrader())
+    data = load_easy_vqa(split, limit, seed, instruction, data_dir)
+    return SingleTurnEnv(NAME, require_items(data, NAME, f"{split} split in {_root(data_dir)}"), ExactMatchGrader())
 
 
 def easy_vqa_prior(data_dir: str | Path | None = None) -> QuestionPrior:

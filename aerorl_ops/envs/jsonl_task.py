@@ -6,7 +6,8 @@ MAYE (GAIR-NLP/MAYE, README "Each sample follows the format") stores::
      "solution": "\\\\boxed{20}", "id": "geometry3k_2948", "image": "geometry3k_images/geometry3k_2948.png"}
 
 * ``image``: a path relative to the JSONL file's folder (absolute paths work too); a list
-  of paths is accepted for several images.
+  of paths is accepted for several images. A path must resolve inside that folder or one of
+  ``image_roots`` (``aerorl_ops.envs.image_paths``).
 * ``question``: ``<image>`` markers place the images (as in verl); with no marker the
   images come first, as MAYE's chat prompt puts them. The question type's key is the
   question without markers.
@@ -17,29 +18,26 @@ MAYE (GAIR-NLP/MAYE, README "Each sample follows the format") stores::
 Blank lines are skipped. With ``limit``, that many of the non-blank lines are drawn with
 ``seed``; every line drawn becomes an item or a rejection (not valid UTF-8 or JSON, not an
 object, no question, no answer, a missing or unreadable image, markers that do not match
-the images, a repeated id). Rejections are located as ``<file>#line=<n>`` (1-based).
-The reward is exact match after normalisation, reading a boxed answer first.
+the images, an image path leaving the dataset's folders, a repeated id). Rejections are
+located as ``<file>#line=<n>`` (1-based). The reward is exact match after normalisation,
+reading a boxed answer first. A file with no usable line is a ``NoUsableRowsError`` naming it
+and its top rejection reasons.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.exact_match import ExactMatchGrader, last_boxed
-from aerorl_ops.envs.items import (
-    ImageFileProblem,
-    ItemCandidate,
-    checked_item,
-    collect,
-    read_image_file,
-    rejection,
-    sample_indices,
-)
+from aerorl_ops.envs.image_paths import ImageFolder
+from aerorl_ops.envs.items import ImageFileProblem, ItemCandidate, checked_item, collect, rejection, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, content_parts, strip_markers, with_instruction
+from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.types import TaskData, TaskItem
 from aerorl_ops.rows.load_result import RejectedRow
 
@@ -86,7 +84,7 @@ def answer_aliases(record: dict[str, Any]) -> list[Any]:
     return [boxed] if boxed else []
 
 
-def _item(record: dict[str, Any], base: ItemCandidate, folder: Path, instruction: str,
+def _item(record: dict[str, Any], base: ItemCandidate, folder: ImageFolder, instruction: str,
           type_field: str | None) -> TaskItem | RejectedRow:
     paths = record.get("image")
     paths = paths if isinstance(paths, list) else [paths]
@@ -96,7 +94,7 @@ def _item(record: dict[str, Any], base: ItemCandidate, folder: Path, instruction
     if not isinstance(question, str):
         return checked_item(replace(base, question=question))  # rejected for its question, in the check's words
     try:
-        images = [read_image_file(folder / name) for name in paths]
+        images = [folder.read(name) for name in paths]
         messages = [{"role": "user", "content": content_parts(with_instruction(question, instruction), len(paths))}]
     except (ImageFileProblem, MarkerMismatch) as problem:
         return rejection(base, str(problem))
@@ -106,9 +104,11 @@ def _item(record: dict[str, Any], base: ItemCandidate, folder: Path, instruction
 
 
 def load_jsonl(path: str | Path, split: str = "train", limit: int | None = None, seed: int = 0,
-               name: str | None = None, instruction: str = "", type_field: str | None = None) -> TaskData:
+               name: str | None = None, instruction: str = "", type_field: str | None = None,
+               image_roots: Sequence[str] = ()) -> TaskData:
     """Items of one MAYE-format JSONL file (see the module docstring)."""
     path = Path(path)
+    folder = ImageFolder.of(path.parent, image_roots)
     dataset = name or path.stem
     lines = read_lines(path)
     outcomes: list[TaskItem | RejectedRow] = []
@@ -125,13 +125,16 @@ def load_jsonl(path: str | Path, split: str = "train", limit: int | None = None,
         else:
             if record.get("id") is not None and str(record["id"]).strip():
                 base = replace(base, item_id=str(record["id"]).strip())
-            outcomes.append(_item(record, base, path.parent, instruction, type_field))
+            outcomes.append(_item(record, base, folder, instruction, type_field))
         locators.append(locator)
     return collect(outcomes, locators)
 
 
 def jsonl_env(path: str, split: str = "train", limit: int | None = None, seed: int = 0, name: str | None = None,
-              instruction: str = "", type_field: str | None = None) -> SingleTurnEnv:
-    """The ``jsonl`` environment; its name is ``name``, else the file's stem."""
-    data = load_jsonl(path, split, limit, seed, name, instruction, type_field)
-    return SingleTurnEnv(name or Path(path).stem, data, ExactMatchGrader())
+              instruction: str = "", type_field: str | None = None, image_roots: Sequence[str] = ()) -> SingleTurnEnv:
+    """The ``jsonl`` environment; its name is ``name``, else the file's stem. ``image_roots``: folders
+    besides the file's own that image paths may lead into."""
+    env_name = name or Path(path).stem
+    data = require_items(load_jsonl(path, split, limit, seed, name, instruction, type_field, image_roots), env_name,
+                         f"file {path}")
+    return SingleTurnEnv(env_name, data, ExactMatchGrader())

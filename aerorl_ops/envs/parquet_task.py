@@ -12,20 +12,23 @@ verl's preprocessing (``examples/data_preprocess/geo3k.py``) writes, per row::
 and verl's ``RLHFDataset._build_messages`` replaces the k-th ``<image>`` marker, across the
 messages in order, with the k-th image; the marker count must equal the image count. Here
 an image may also be a plain path string, or a struct with null ``bytes`` and a ``path``;
-a relative path is taken from the Parquet file's folder. ``ground_truth`` may be a string,
+a relative path is taken from the Parquet file's folder, and a path must resolve inside that
+folder or one of ``image_roots`` (``aerorl_ops.envs.image_paths``). ``ground_truth`` may be a string,
 a number or a list of aliases. ``data_source`` becomes the item's dataset (the environment's
 name when absent); ``extra_info.index`` its id (the row number when absent).
 
 Required columns: ``prompt``, ``images``, ``reward_model``; a file lacking one is refused,
 naming the column. With ``limit``, that many rows are drawn with ``seed``; every row drawn
 becomes an item or a rejection (prompt not a message list, markers that do not match the
-images, a missing or unreadable image, no ground truth, a repeated id), located as
-``<file>#row=<n>`` (0-based). The reward is exact match after normalisation.
+images, a missing or unreadable image, an image path leaving the dataset's folders, no ground
+truth, a repeated id), located as ``<file>#row=<n>`` (0-based). A file with no usable row is a
+``NoUsableRowsError`` naming it and its top rejection reasons. The reward is exact match after
+normalisation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,16 +37,10 @@ import pyarrow as pa
 
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.exact_match import ExactMatchGrader
-from aerorl_ops.envs.items import (
-    ImageFileProblem,
-    ItemCandidate,
-    checked_item,
-    collect,
-    read_image_file,
-    rejection,
-    sample_indices,
-)
+from aerorl_ops.envs.image_paths import ImageFolder
+from aerorl_ops.envs.items import ImageFileProblem, ItemCandidate, checked_item, collect, rejection, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, messages_with_images, strip_markers
+from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.types import TaskData, TaskItem
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.rows.table_files import MissingColumnError, TableFile
@@ -52,14 +49,14 @@ REQUIRED_COLUMNS = ("prompt", "images", "reward_model")
 OPTIONAL_COLUMNS = ("data_source", "extra_info")
 
 
-def image_bytes(value: Any, folder: Path) -> bytes:
+def image_bytes(value: Any, folder: ImageFolder) -> bytes:
     """The encoded bytes of one ``images`` entry, or :class:`ImageFileProblem` saying why not."""
     if isinstance(value, dict):
         if value.get("bytes"):
             return value["bytes"]
         value = value.get("path")
     if isinstance(value, str) and value.strip():
-        return read_image_file(folder / value)
+        return folder.read(value)
     raise ImageFileProblem("missing image bytes (neither bytes nor a path)")
 
 
@@ -80,7 +77,8 @@ def question_text(prompt: list[dict]) -> str:
                     if message.get("role") == "user" and isinstance(message.get("content"), str)).strip()
 
 
-def _item(record: dict[str, Any], base: ItemCandidate, folder: Path, type_column: str | None) -> TaskItem | RejectedRow:
+def _item(record: dict[str, Any], base: ItemCandidate, folder: ImageFolder,
+          type_column: str | None) -> TaskItem | RejectedRow:
     prompt, images = record["prompt"], record["images"] or []
     if not isinstance(prompt, list):
         return rejection(base, f"prompt is a {type(prompt).__name__}, expected a list of chat messages")
@@ -110,7 +108,7 @@ def _row_count(table_file: TableFile) -> int:
 
 
 def load_parquet(path: str | Path, split: str = "train", limit: int | None = None, seed: int = 0,
-                 name: str | None = None, type_column: str | None = None) -> TaskData:
+                 name: str | None = None, type_column: str | None = None, image_roots: Sequence[str] = ()) -> TaskData:
     """Items of one verl-format Parquet (or Arrow) file (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
@@ -124,6 +122,7 @@ def load_parquet(path: str | Path, split: str = "train", limit: int | None = Non
                                      "(prompt, images, reward_model.ground_truth)")
     columns = list(dict.fromkeys([*REQUIRED_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in present), *typed]))
     dataset = name or path.stem
+    folder = ImageFolder.of(path.parent, image_roots)
     wanted = set(sample_indices(_row_count(table_file), limit, seed))
     outcomes: list[TaskItem | RejectedRow] = []
     locators: list[str] = []
@@ -135,13 +134,16 @@ def load_parquet(path: str | Path, split: str = "train", limit: int | None = Non
         base = ItemCandidate(item_id=f"{dataset}-{index}", dataset=source if isinstance(source, str) and source
                              else dataset, split=split, source=str(path), locator=locator, question=None,
                              answers=None, images=[], messages=[])
-        outcomes.append(_item(record, base, path.parent, type_column))
+        outcomes.append(_item(record, base, folder, type_column))
         locators.append(locator)
     return collect(outcomes, locators)
 
 
 def parquet_env(path: str, split: str = "train", limit: int | None = None, seed: int = 0, name: str | None = None,
-                type_column: str | None = None) -> SingleTurnEnv:
-    """The ``parquet`` environment; its name is ``name``, else the file's stem."""
-    data = load_parquet(path, split, limit, seed, name, type_column)
-    return SingleTurnEnv(name or Path(path).stem, data, ExactMatchGrader())
+                type_column: str | None = None, image_roots: Sequence[str] = ()) -> SingleTurnEnv:
+    """The ``parquet`` environment; its name is ``name``, else the file's stem. ``image_roots``: folders
+    besides the file's own that image paths may lead into."""
+    env_name = name or Path(path).stem
+    data = require_items(load_parquet(path, split, limit, seed, name, type_column, image_roots), env_name,
+                         f"file {path}")
+    return SingleTurnEnv(env_name, data, ExactMatchGrader())

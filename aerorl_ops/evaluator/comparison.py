@@ -6,7 +6,8 @@ at a time. The result holds both outcomes and the paired comparison at every set
 type, ready for ``records.eval_tables``.
 
 An eval's id, unless given, is a digest of its settings and of its dataset table: the same eval run
-again replaces its own rows.
+again replaces its own rows. The rows the environment rejected are counted in both ``eval_runs``
+rows and listed in ``rejected_rows`` (run id: the eval id; stage :data:`EVAL_STAGE`).
 """
 
 from __future__ import annotations
@@ -23,17 +24,21 @@ import torch
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.rejections import rejections_write
 from aerorl_ops.evaluation.sampling import SamplingSetting
 from aerorl_ops.evaluator.compare import ComparisonRow, compare_outcomes
 from aerorl_ops.evaluator.records import EvalRunRecord, RoleEvaluation, eval_tables
 from aerorl_ops.evaluator.runner import evaluate_model
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.storage.duckdb_store import PartitionWrite
-from aerorl_ops.storage.schema import BASELINE_ROLE, MODEL_ROLE
+from aerorl_ops.storage.eval_schema import BASELINE_ROLE, MODEL_ROLE
 
 ProgressFn = Callable[[str, SamplingSetting, float], None]
 """``(role, setting, wall_s)`` after each setting of each model."""
+EVAL_STAGE = "evaluation"
+"""The ``stage`` of an eval's rows in ``rejected_rows``."""
 
 
 @dataclass(frozen=True)
@@ -42,15 +47,20 @@ class ModelComparison:
     model: RoleEvaluation
     baseline: RoleEvaluation
     comparisons: tuple[ComparisonRow, ...]
+    dataset: str
+    rejected: tuple[RejectedRow, ...] = ()
 
     def writes(self) -> list[PartitionWrite]:
-        """The eval's rows of every ``eval_*`` table."""
-        return eval_tables(self.eval_id, [self.model, self.baseline], self.comparisons)
+        """The eval's rows of every ``eval_*`` table, and its dataset's rejections in ``rejected_rows``."""
+        return [*eval_tables(self.eval_id, [self.model, self.baseline], self.comparisons),
+                rejections_write(self.eval_id, EVAL_STAGE, self.dataset, self.rejected)]
 
 
 def dataset_record(dataset: DatasetSettings) -> dict[str, object]:
-    return {"name": dataset.name, "kind": dataset.kind, "split": dataset.split, "limit": dataset.limit,
-            "path": dataset.path, "seed": dataset.seed, "settings": dict(dataset.settings)}
+    """The dataset table as JSON values; ``image_roots`` only when set (so an eval id without them is unchanged)."""
+    record = {"name": dataset.name, "kind": dataset.kind, "split": dataset.split, "limit": dataset.limit,
+              "path": dataset.path, "seed": dataset.seed, "settings": dict(dataset.settings)}
+    return record | ({"image_roots": list(dataset.image_roots)} if dataset.image_roots else {})
 
 
 def eval_id_of(settings: EvalSettings, dataset: DatasetSettings) -> str:
@@ -81,7 +91,8 @@ def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntr
             torch.cuda.empty_cache()
     record = EvalRunRecord.of(role, name, outcome, model_source=source, dataset=dataset.name, split=dataset.split,
                               device=str(device), started_at=started, finished_at=datetime.now(UTC),
-                              config={"eval": asdict(settings), "dataset": dataset_record(dataset)})
+                              config={"eval": asdict(settings), "dataset": dataset_record(dataset)},
+                              rejected_rows=len(env.rejected))
     return RoleEvaluation(record, outcome)
 
 
@@ -92,4 +103,5 @@ def compare_models(load: Callable[[ModelEntry], LoadedVLM], model: ModelEntry, b
     evaluated = _evaluate(MODEL_ROLE, settings.model, model, load, env, dataset, settings, on_setting)
     against = _evaluate(BASELINE_ROLE, settings.baseline, baseline, load, env, dataset, settings, on_setting)
     comparisons = compare_outcomes(evaluated.outcome, against.outcome, settings.resamples, seed=settings.seed)
-    return ModelComparison(eval_id or eval_id_of(settings, dataset), evaluated, against, comparisons)
+    return ModelComparison(eval_id or eval_id_of(settings, dataset), evaluated, against, comparisons, dataset.name,
+                           tuple(env.rejected))

@@ -13,6 +13,7 @@ from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.configured import env_kwargs
 from aerorl_ops.envs.registry import make_env
+from aerorl_ops.envs.rejections import NoUsableRowsError
 from aerorl_ops.models.entry import ModelEntry
 
 
@@ -39,13 +40,14 @@ def dataset_settings(name: str, config: BenchmarkConfig, split: str = "", n: int
 
 
 def dataset_env(dataset: DatasetSettings) -> TaskEnv:
-    """The environment of a dataset table; a split or file it cannot read is a ConfigError naming the dataset."""
+    """The environment of a dataset table; a split or file it cannot read is a ConfigError naming the dataset,
+    and one without a usable row the environment's ``NoUsableRowsError`` (naming its top rejection reasons)."""
     try:
-        env = make_env(dataset.kind, **env_kwargs(dataset))
+        return make_env(dataset.kind, **env_kwargs(dataset))
+    except NoUsableRowsError as error:  # named as the config names it (a docvqa kind names itself)
+        if error.dataset == dataset.name:
+            raise
+        raise NoUsableRowsError(dataset.name, error.source, error.rejected) from error
     except (ValueError, FileNotFoundError) as error:
         where = f"dataset {dataset.name!r} (kind {dataset.kind}, split {dataset.split!r})"
         raise ConfigError(f"{where}: {error}") from error
-    if len(env) == 0:
-        raise ConfigError(f"dataset {dataset.name!r} split {dataset.split!r} holds no usable questions "
-                          f"({len(env.rejected)} rejected)")
-    return env

@@ -4,7 +4,8 @@ eval's rows in all four, so a rerun under the same id leaves no stale rows.
 
 A training run that records its evaluations gives each one an ``eval_id`` (e.g. ``<run_id>/step-<N>``),
 one :class:`RoleEvaluation` in the role 'model' with ``training_run_id`` and ``step`` set, and no
-comparisons.
+comparisons. ``rejected_rows`` counts the dataset rows the eval's environment rejected; the rows
+themselves go to ``rejected_rows`` (``aerorl_ops.envs.rejections``) under the eval id.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow as pa
 from aerorl_ops.evaluator.compare import ComparisonRow
 from aerorl_ops.evaluator.runner import EvalOutcome
 from aerorl_ops.storage.duckdb_store import PartitionWrite
-from aerorl_ops.storage.schema import EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, EVAL_SAMPLES
+from aerorl_ops.storage.eval_schema import EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, EVAL_SAMPLES
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,19 @@ class EvalRunRecord:
     finished_at: datetime | None
     wall_s: float
     config: str | None  # JSON: the eval's settings
+    rejected_rows: int | None = None  # dataset rows the environment rejected (None: not counted)
 
     @classmethod
     def of(cls, role: str, model: str, outcome: EvalOutcome, *, model_source: str | None = None,
            dataset: str | None = None, split: str | None = None, device: str | None = None,
            started_at: datetime | None = None, finished_at: datetime | None = None,
            training_run_id: str | None = None, step: int | None = None,
-           config: Mapping[str, object] | None = None) -> EvalRunRecord:
+           config: Mapping[str, object] | None = None, rejected_rows: int | None = None) -> EvalRunRecord:
         return cls(role=role, model=model, model_source=model_source, dataset=dataset, split=split,
                    questions=len(outcome.indices), settings=json.dumps([asdict(s) for s in outcome.settings]),
                    max_new_tokens=outcome.max_new_tokens, seed=outcome.seed, training_run_id=training_run_id,
                    step=step, device=device, started_at=started_at, finished_at=finished_at, wall_s=outcome.wall_s,
-                   config=json.dumps(dict(config)) if config is not None else None)
+                   config=json.dumps(dict(config)) if config is not None else None, rejected_rows=rejected_rows)
 
 
 @dataclass(frozen=True)

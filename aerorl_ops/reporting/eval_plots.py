@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from aerorl_ops.reporting.plots import DPI, _png
 from aerorl_ops.reporting.training_plots import write_png
-from aerorl_ops.storage.schema import BASELINE_ROLE, EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, MODEL_ROLE
+from aerorl_ops.storage.eval_schema import BASELINE_ROLE, EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, MODEL_ROLE
 
 Z_95 = 1.959963984540054
 

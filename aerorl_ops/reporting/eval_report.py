@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from aerorl_ops.storage.schema import BASELINE_ROLE, EVAL_COMPARISONS, EVAL_METRICS, MODEL_ROLE
+from aerorl_ops.storage.eval_schema import BASELINE_ROLE, EVAL_COMPARISONS, EVAL_METRICS, MODEL_ROLE
 
 ALL_QUESTIONS_METRICS = ("accuracy", "pass_at_1", "reward_mean", "mean_length", "length_clip_ratio",
                          "reflection_ratio", "reflection_ratio_in_correct", "reflection_ratio_in_incorrect",

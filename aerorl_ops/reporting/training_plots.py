@@ -22,7 +22,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from aerorl_ops.reporting.plots import DPI, FIGSIZE_IN, _figure, _png
-from aerorl_ops.storage.schema import EVAL_METRICS, EVAL_RUNS, TRAINING_EVALS, TRAINING_STEPS
+from aerorl_ops.storage.eval_schema import EVAL_METRICS, EVAL_RUNS
+from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS
 
 PRIOR_PHASE, CONTROL_PHASE = "no_image_prior", "control"
 

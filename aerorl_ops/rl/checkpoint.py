@@ -1,4 +1,4 @@
-"""Training checkpoints: a loadable policy folder plus the trainer's state.
+"""Training checkpoints: a loadable policy folder plus the trainer's state, written crash-safe.
 
 ``<dir>/`` holds the policy (``save_pretrained``) and processor, so it loads through
 ``from_pretrained`` like any checkpoint and can be benchmarked as one more model;
@@ -6,14 +6,23 @@
 policy is saved merged, with its adapter in ``<dir>/adapter`` (``rl.lora.save_policy``), so it
 loads the same way; loading the folder for training continues the adapter. ``<dir>/value_head.pt``
 holds the value head's weights when the algorithm has one (PPO).
+
+A checkpoint is written into a temporary sibling folder (``.<name>.<random>``), then renamed into
+place: a process killed while writing leaves no folder under the checkpoint's name. An older folder
+of the same name is first renamed aside, and removed once the new one is in place. Resuming takes the
+newest ``step-N`` folder that loads (:func:`newest_complete_checkpoint`); a torn one (written by an
+older version, or damaged on disk) is skipped, and named in ``ResumePoint.skipped``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 
 from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
@@ -21,6 +30,8 @@ from aerorl_ops.rl.lora import save_policy
 
 TRAINER_STATE = "trainer_state.pt"
 VALUE_HEAD = "value_head.pt"
+MODEL_CONFIG = "config.json"
+STEP_PREFIX = "step-"
 
 
 @dataclass(frozen=True)
@@ -31,17 +42,63 @@ class CheckpointState:
     value_head: dict | None = None  # the value head's state_dict, when the checkpoint has one
 
 
+@dataclass(frozen=True)
+class TornCheckpoint:
+    """A checkpoint folder that does not load, and why."""
+
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run starts: the newest complete checkpoint (None: from the start), its state, and the newer
+    folders skipped because they are torn."""
+
+    checkpoint: Path | None = None
+    state: CheckpointState | None = None
+    skipped: tuple[TornCheckpoint, ...] = field(default_factory=tuple)
+
+    @property
+    def step(self) -> int:
+        return self.state.step if self.state else 0
+
+
+def step_dir(run_dir: Path, step: int) -> Path:
+    """The folder of the checkpoint at global ``step``."""
+    return Path(run_dir) / f"{STEP_PREFIX}{step}"
+
+
 def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer | None, step: int,
                     reference_source: str, value_head: torch.nn.Module | None = None) -> Path:
+    """Write the checkpoint into a temporary sibling of ``directory``, then rename it into place."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_policy(loaded.model, directory)
-    save_processor(loaded.processor, directory)
-    torch.save({"step": step, "reference_source": reference_source,
-                "optimizer": optimizer.state_dict() if optimizer is not None else {}}, directory / TRAINER_STATE)
-    if value_head is not None:
-        torch.save(value_head.state_dict(), directory / VALUE_HEAD)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        save_policy(loaded.model, staging)
+        save_processor(loaded.processor, staging)
+        torch.save({"step": step, "reference_source": reference_source,
+                    "optimizer": optimizer.state_dict() if optimizer is not None else {}}, staging / TRAINER_STATE)
+        if value_head is not None:
+            torch.save(value_head.state_dict(), staging / VALUE_HEAD)
+        _replace_dir(staging, directory)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return directory
+
+
+def _replace_dir(new: Path, directory: Path) -> None:
+    """Rename ``new`` to ``directory``; an existing ``directory`` is renamed aside first, then removed."""
+    if not directory.exists():
+        new.rename(directory)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old.", dir=directory.parent))
+    old.rmdir()
+    directory.rename(old)
+    new.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def load_checkpoint_state(directory: Path) -> CheckpointState:
@@ -55,8 +112,44 @@ def load_checkpoint_state(directory: Path) -> CheckpointState:
                            value_head=torch.load(head, weights_only=True) if head.exists() else None)
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The ``step-N`` folder with the largest N under ``run_dir``, if any."""
-    steps = [(int(p.name.split("-", 1)[1]), p) for p in Path(run_dir).glob("step-*")
-             if p.name.split("-", 1)[1].isdigit() and (p / TRAINER_STATE).exists()]
-    return max(steps)[1] if steps else None
+def checked_checkpoint_state(directory: Path) -> CheckpointState:
+    """The trainer state of ``directory`` after checking that its files load: the model config, the
+    header of every safetensors file, the trainer state and the value head. Raises ``ValueError``
+    naming the folder and the file that does not."""
+    directory = Path(directory)
+    weights = sorted(directory.glob("*.safetensors"))
+    if not (directory / MODEL_CONFIG).is_file() or not weights:
+        raise ValueError(f"checkpoint {directory} lacks {MODEL_CONFIG} or its *.safetensors weights")
+    for weight in weights:
+        try:
+            with safe_open(str(weight), framework="pt") as handle:
+                handle.keys()
+        except Exception as error:
+            raise ValueError(f"checkpoint {directory}: {weight.name} does not load ({type(error).__name__}: "
+                             f"{error})") from error
+    try:
+        return load_checkpoint_state(directory)
+    except Exception as error:
+        names = f"{TRAINER_STATE} or {VALUE_HEAD}" if (directory / VALUE_HEAD).exists() else TRAINER_STATE
+        raise ValueError(f"checkpoint {directory}: {names} does not load ({type(error).__name__}: {error})") from error
+
+
+def step_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The ``step-N`` folders under ``run_dir``, newest (largest N) first."""
+    found = [(int(p.name.removeprefix(STEP_PREFIX)), p) for p in Path(run_dir).glob(f"{STEP_PREFIX}*")
+             if p.is_dir() and p.name.removeprefix(STEP_PREFIX).isdigit()]
+    return sorted(found, reverse=True)
+
+
+def newest_complete_checkpoint(run_dir: Path) -> ResumePoint:
+    """The newest ``step-N`` checkpoint under ``run_dir`` that loads; each newer, torn one is named, with
+    the reason, in ``ResumePoint.skipped``."""
+    skipped: list[TornCheckpoint] = []
+    for _, path in step_checkpoints(run_dir):
+        try:
+            state = checked_checkpoint_state(path)
+        except ValueError as error:
+            skipped.append(TornCheckpoint(path, str(error)))
+            continue
+        return ResumePoint(path, state, tuple(skipped))
+    return ResumePoint(skipped=tuple(skipped))

@@ -1,11 +1,13 @@
-"""A finished training run as DuckDB rows: ``training_runs``, ``training_steps``, ``training_evals``
-and ``training_eval_types`` (schemas in ``aerorl_ops.storage.schema``)."""
+"""A training run as DuckDB rows: ``training_runs``, ``training_steps``, ``training_evals`` and
+``training_eval_types`` (schemas in ``aerorl_ops.storage.schema``), plus the ``eval_*`` rows of its
+sampled evaluations. Each builder makes the rows of one record as it happens (``rl.run_recorder``
+writes them)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 import pyarrow as pa
@@ -15,15 +17,19 @@ from aerorl_ops.evaluator.records import EvalRunRecord, RoleEvaluation, eval_tab
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.runtimes import reference_mode
+from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_run import SampledEval, TrainingPlan, TrainingResult
 from aerorl_ops.storage.duckdb_store import PartitionWrite
-from aerorl_ops.storage.schema import TRAINING_EVAL_TYPES, TRAINING_EVALS, TRAINING_RUNS, TRAINING_STEPS
+from aerorl_ops.storage.training_schema import TRAINING_EVAL_TYPES, TRAINING_EVALS, TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySummary
 
 
 @dataclass(frozen=True)
 class TrainingRunRecord:
-    """One ``training_runs`` row (the columns of ``aerorl_ops.storage.schema.TRAINING_RUNS``, in order)."""
+    """One ``training_runs`` row (the columns of ``aerorl_ops.storage.training_schema.TRAINING_RUNS``, in order).
+
+    :meth:`started` is the row written when the run starts (what it will do); :meth:`finished` completes
+    it with what the run did."""
 
     run_id: str
     base_model: str
@@ -31,46 +37,59 @@ class TrainingRunRecord:
     algorithm: str
     quant_ref_bits: int
     reference_quantization_mode: str
-    reference_source: str
-    reference_loaded: bool
-    final_checkpoint: str
+    reference_source: str | None
+    reference_loaded: bool | None
+    final_checkpoint: str | None
     steps: int
-    resumed_from_step: int
+    resumed_from_step: int | None
     swap_question_type: str | None
     swap_questions: int | None
     swap_changed: float | None
     config: str  # JSON: {"training": every setting of the run, "aerorl": the AeroRLConfig}
     started_at: datetime
-    finished_at: datetime
-    telemetry: str  # JSON: TelemetrySummary.as_record() over the whole run
+    finished_at: datetime | None
+    telemetry: str | None  # JSON: TelemetrySummary.as_record() over the whole run
+    rejected_rows: int | None = None  # rows the training and held-out environments rejected
+
+    @classmethod
+    def started(cls, run_id: str, base_model: str, env: str, config: AeroRLConfig, plan: TrainingPlan,
+                settings: Mapping[str, object], started_at: datetime,
+                rejected_rows: int | None = None) -> TrainingRunRecord:
+        """The row of a run that has started; ``settings`` are the run's own settings (the asset's config)."""
+        return cls(
+            run_id=run_id, base_model=base_model, env=env, algorithm=config.algorithm,
+            quant_ref_bits=config.quant_ref_bits, reference_quantization_mode=reference_mode(config),
+            reference_source=None, reference_loaded=None, final_checkpoint=None, steps=plan.total_steps,
+            resumed_from_step=None, swap_question_type=None, swap_questions=None, swap_changed=None,
+            config=json.dumps({"training": dict(settings), "aerorl": asdict(config)}),
+            started_at=started_at, finished_at=None, telemetry=None, rejected_rows=rejected_rows)
+
+    def finished(self, result: TrainingResult, finished_at: datetime,
+                 telemetry: TelemetrySummary) -> TrainingRunRecord:
+        """This row completed by the run's ``result``."""
+        swap = result.swap
+        return replace(
+            self, reference_source=result.reference_source, reference_loaded=result.reference_loaded,
+            final_checkpoint=str(result.final_checkpoint), resumed_from_step=result.resumed_from_step,
+            swap_question_type=swap.question_type if swap else None, swap_questions=swap.questions if swap else None,
+            swap_changed=swap.changed if swap else None, finished_at=finished_at,
+            telemetry=json.dumps(telemetry.as_record()))
 
     @classmethod
     def of(cls, run_id: str, base_model: str, env: str, config: AeroRLConfig, plan: TrainingPlan,
            result: TrainingResult, settings: Mapping[str, object], started_at: datetime, finished_at: datetime,
            telemetry: TelemetrySummary) -> TrainingRunRecord:
-        """The record of a finished run; ``settings`` are the run's own settings (the asset's config)."""
-        swap = result.swap
-        return cls(
-            run_id=run_id, base_model=base_model, env=env, algorithm=config.algorithm,
-            quant_ref_bits=config.quant_ref_bits,
-            reference_quantization_mode=reference_mode(config),
-            reference_source=result.reference_source, reference_loaded=result.reference_loaded,
-            final_checkpoint=str(result.final_checkpoint), steps=plan.total_steps,
-            resumed_from_step=result.resumed_from_step,
-            swap_question_type=swap.question_type if swap else None, swap_questions=swap.questions if swap else None,
-            swap_changed=swap.changed if swap else None,
-            config=json.dumps({"training": dict(settings), "aerorl": asdict(config)}),
-            started_at=started_at, finished_at=finished_at, telemetry=json.dumps(telemetry.as_record()),
-        )
+        """The record of a finished run."""
+        return cls.started(run_id, base_model, env, config, plan, settings, started_at).finished(
+            result, finished_at, telemetry)
 
 
-def step_rows(run_id: str, result: TrainingResult) -> pa.Table:
-    latest = {s.step: s for s in result.steps}  # a resumed run re-records steps after its checkpoint
-    rows = [{"run_id": run_id, **latest[step].as_record()} for step in sorted(latest)]
-    return pa.Table.from_pylist(rows, schema=TRAINING_STEPS.schema)
+def step_rows(run_id: str, steps: Iterable[StepStats]) -> pa.Table:
+    """``training_steps`` rows of ``steps``."""
+    return pa.Table.from_pylist([{"run_id": run_id, **s.as_record()} for s in steps], schema=TRAINING_STEPS.schema)
 
 
-def eval_rows(run_id: str, evals: list[EvalResult]) -> pa.Table:
+def eval_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
     rows = [{"run_id": run_id, "step": e.step, "phase": e.phase, "wall_s": e.wall_s, "accuracy": e.accuracy,
              "accuracy_stderr": e.report.overall.standard_error, "n": e.n, "reward_mean": e.reward_mean,
              **{f"{name}_mean": e.component_means.get(name) for name in REWARD_COMPONENT_NAMES}, "samples": e.n}
@@ -78,7 +97,7 @@ def eval_rows(run_id: str, evals: list[EvalResult]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TRAINING_EVALS.schema)
 
 
-def eval_type_rows(run_id: str, evals: list[EvalResult]) -> pa.Table:
+def eval_type_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
     rows = [{"run_id": run_id, "step": e.step, "phase": e.phase, "question_type": kind, "accuracy": value.accuracy,
              "n": value.n} for e in evals for kind, value in e.report.by_type.items()]
     return pa.Table.from_pylist(rows, schema=TRAINING_EVAL_TYPES.schema)
@@ -89,23 +108,9 @@ def sampled_eval_id(run_id: str, sampled: SampledEval) -> str:
     return f"{run_id}@{sampled.step}:{sampled.split or sampled.env}"
 
 
-def sampled_eval_tables(run_id: str, result: TrainingResult) -> list[PartitionWrite]:
-    """The ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` rows of the run's sampled evaluations
-    (role ``model``, ``model`` = the run id, ``training_run_id`` and ``step`` set)."""
-    writes: list[PartitionWrite] = []
-    for sampled in result.sampled:
-        record = EvalRunRecord.of("model", run_id, sampled.outcome, dataset=sampled.env, split=sampled.split,
-                                  training_run_id=run_id, step=sampled.step, config={"phase": sampled.phase})
-        writes += eval_tables(sampled_eval_id(run_id, sampled), [RoleEvaluation(record, sampled.outcome)])
-    return writes
-
-
-def training_tables(run_id: str, result: TrainingResult, record: TrainingRunRecord) -> list[PartitionWrite]:
-    """The run's rows of each training table (each replaces the run's partition), then the rows of its
-    sampled evaluations in the eval tables (so ensure ``TRAINING_TABLES + EVAL_TABLES`` first)."""
-    key = {"run_id": run_id}
-    return [PartitionWrite(TRAINING_RUNS, key, TRAINING_RUNS.rows([record])),
-            PartitionWrite(TRAINING_STEPS, key, step_rows(run_id, result)),
-            PartitionWrite(TRAINING_EVALS, key, eval_rows(run_id, result.evals)),
-            PartitionWrite(TRAINING_EVAL_TYPES, key, eval_type_rows(run_id, result.evals)),
-            *sampled_eval_tables(run_id, result)]
+def sampled_eval_writes(run_id: str, sampled: SampledEval) -> list[PartitionWrite]:
+    """The ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` rows of one sampled evaluation (role
+    ``model``, ``model`` = the run id, ``training_run_id`` and ``step`` set), each replacing its eval id's."""
+    record = EvalRunRecord.of("model", run_id, sampled.outcome, dataset=sampled.env, split=sampled.split,
+                              training_run_id=run_id, step=sampled.step, config={"phase": sampled.phase})
+    return eval_tables(sampled_eval_id(run_id, sampled), [RoleEvaluation(record, sampled.outcome)])

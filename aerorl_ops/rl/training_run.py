@@ -17,7 +17,8 @@ Algorithm:
 5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too,
    at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
    (``control``). What RL adds is then read against what the same time of supervised training adds;
-6. checkpoints every ``checkpoint_interval`` steps; a rerun resumes from the latest one;
+6. checkpoints every ``checkpoint_interval`` steps (written crash-safe, ``rl.checkpoint``); a rerun resumes
+   from the newest complete one (``on_resume`` is told which, and which torn ones it skipped);
 7. with ``sampled_eval_size > 0``, MAYE's evaluation (``evaluator.runner.evaluate_model``: pass@k and
    pass@1 at the plan's sampling settings, response length, clip ratio, reflection) of that many
    ``validation_env`` items beside every held-out evaluation of the warm-up and RL phases, and of
@@ -34,6 +35,7 @@ next collective. They wait at a barrier only for the warm-up checkpoint, which t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,7 +47,13 @@ from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 from aerorl_ops.evaluator.runner import EvalOutcome, evaluate_model
 from aerorl_ops.models.entry import GenerationBackend
-from aerorl_ops.rl.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint
+from aerorl_ops.rl.checkpoint import (
+    ResumePoint,
+    load_checkpoint_state,
+    newest_complete_checkpoint,
+    save_checkpoint,
+    step_dir,
+)
 from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.held_out import EvalResult, SwapCheck, evaluate_policy, image_swap_check, prior_evaluation
@@ -57,6 +65,8 @@ from aerorl_ops.rl.trainer import AeroRLTrainer
 WARMUP_DIR = "warmup"
 EVAL_DEFAULTS = EvalSettings()
 CONTROL_SEED_OFFSET = 7919
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,7 @@ class TrainingResult:
     sampled: list[SampledEval] = field(default_factory=list)
     swap: SwapCheck | None = None
     resumed_from_step: int = 0
+    resumed_from: Path | None = None  # the checkpoint the run resumed from
     reference_loaded: bool = False
 
     def eval_of(self, phase: str) -> EvalResult | None:
@@ -138,15 +149,20 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
                  on_eval: Callable[[EvalResult], None] | None = None, resume: bool = True,
                  validation_env: TaskEnv | None = None,
                  on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE,
-                 rollout_engine: GenerationBackend | None = None) -> TrainingResult:
+                 rollout_engine: GenerationBackend | None = None,
+                 on_resume: Callable[[ResumePoint], None] | None = None) -> TrainingResult:
     """Warm-up, RL and control, as described in the module docstring; ``dp``: this process's rank;
-    ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``AeroRLTrainer``)."""
+    ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``AeroRLTrainer``);
+    ``on_resume``: told where the run starts (rank 0), before any model loads; without it each torn
+    checkpoint skipped is named in a warning (logger ``aerorl_ops.rl.training_run``)."""
     if len(train_env) == 0 or not eval_indices:
         raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out items "
                          f"({len(eval_indices)})")
     run_dir = Path(run_dir)
-    checkpoint = latest_checkpoint(run_dir) if resume else None
-    state = load_checkpoint_state(checkpoint) if checkpoint else None
+    start = newest_complete_checkpoint(run_dir) if resume else ResumePoint()
+    checkpoint, state = start.checkpoint, start.state
+    if dp.is_main:
+        (on_resume or warn_torn)(start)
     policy, reference = wrap_vlm_for_rl(str(checkpoint) if checkpoint else base_model, config, device=device)
     trainer = AeroRLTrainer(config, policy, dp=dp, rollout_engine=rollout_engine)
     sampler = ItemSampler(train_env, config.seed, plan.curriculum)
@@ -154,7 +170,7 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     clock = {"train_s": 0.0, "rl_s": 0.0}
     if state is not None:
         trainer.restore(state)
-        result.resumed_from_step = state.step
+        result.resumed_from_step, result.resumed_from = state.step, checkpoint
         result.reference_source = state.reference_source
 
     def record_eval(phase: str, model_policy=policy, step: int | None = None) -> None:
@@ -189,7 +205,7 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
         if on_step:
             on_step(stats)
         if trainer.state.step % plan.checkpoint_interval == 0 and dp.is_main:
-            save_checkpoint(run_dir / f"step-{trainer.state.step}", policy.loaded, trainer.optimizer,
+            save_checkpoint(step_dir(run_dir, trainer.state.step), policy.loaded, trainer.optimizer,
                             trainer.state.step, result.reference_source, trainer.value_head)
 
     trainer.on_train_start()
@@ -236,7 +252,7 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     if not dp.is_main:
         trainer.on_train_end()
         return result
-    result.final_checkpoint = save_checkpoint(run_dir / f"step-{trainer.state.step}", policy.loaded,
+    result.final_checkpoint = save_checkpoint(step_dir(run_dir, trainer.state.step), policy.loaded,
                                               trainer.optimizer, trainer.state.step, result.reference_source,
                                               trainer.value_head)
     record_eval("final")
@@ -247,6 +263,11 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
         run_control(result, config, plan, train_env, device, clock["rl_s"], record_eval)
     trainer.on_train_end()
     return result
+
+
+def warn_torn(start: ResumePoint) -> None:
+    for torn in start.skipped:
+        logger.warning("skipped the torn checkpoint %s: %s", torn.path, torn.reason)
 
 
 def run_control(result: TrainingResult, config: AeroRLConfig, plan: TrainingPlan, train_env: TaskEnv, device: str,

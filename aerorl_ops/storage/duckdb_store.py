@@ -1,8 +1,10 @@
 """Idempotent writes to the report database.
 
-Every write replaces one partition's rows: delete the rows matching the partition key, then
-insert, in one transaction. Values always travel as SQL parameters or registered Arrow
-tables; only table and column names from ``TableSpec`` constants in code appear in SQL text.
+A partition write replaces one partition's rows: delete the rows matching the partition key, then
+insert, in one transaction. An upsert (``upsert_rows``) replaces only the stored rows that share a
+key with the rows it inserts, so rows appended as they happen are never deleted nor duplicated by a
+rerun. Values always travel as SQL parameters or registered Arrow tables; only table and column names
+from ``TableSpec`` constants in code appear in SQL text.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import NamedTuple
 import duckdb
 import pyarrow as pa
 
-from aerorl_ops.storage.schema import BENCHMARK_TABLES, RUNS, TableSpec
+from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.storage.schema import BENCHMARK_TABLES, REJECTED_ROWS, RUNS, TableSpec, output_schema
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec] = BENCHMARK_TABLES) -> None:
@@ -67,6 +70,24 @@ def write_partitions(conn: duckdb.DuckDBPyConnection, writes: Sequence[Partition
     return [rows.num_rows for rows in staged]
 
 
+def upsert_rows(conn: duckdb.DuckDBPyConnection, spec: TableSpec, key_columns: Sequence[str],
+                rows: pa.Table) -> int:
+    """Insert ``rows`` into ``spec``'s table, first deleting the stored rows whose ``key_columns`` equal
+    those of one of ``rows`` (NULL equals NULL), inside the caller's transaction. Returns rows inserted."""
+    unknown = [c for c in key_columns if c not in spec.column_names]
+    missing = [c for c in spec.column_names if c not in rows.column_names]
+    if unknown or missing:
+        raise ValueError(f"{spec.name}: key columns {unknown} are not among its columns, or rows lack {missing}")
+    staged = rows.select(list(spec.column_names))
+    columns = ", ".join(spec.column_names)
+    same_key = " AND ".join(f"{spec.name}.{c} IS NOT DISTINCT FROM _aerorl_upsert.{c}" for c in key_columns)
+    conn.register("_aerorl_upsert", staged)  # a failed write leaves it registered: the next one replaces it
+    conn.execute(f"DELETE FROM {spec.name} WHERE EXISTS (SELECT 1 FROM _aerorl_upsert WHERE {same_key})")
+    conn.execute(f"INSERT INTO {spec.name} ({columns}) SELECT {columns} FROM _aerorl_upsert")
+    conn.unregister("_aerorl_upsert")
+    return staged.num_rows
+
+
 @contextmanager
 def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """BEGIN ... COMMIT, or ROLLBACK when the block raises."""
@@ -110,4 +131,14 @@ def write_run(conn: duckdb.DuckDBPyConnection, run: Mapping[str, object]) -> Non
         "UPDATE runs SET started_at = least(started_at, ?), finished_at = greatest(finished_at, ?) "
         "WHERE run_id = ?",
         [run.get("started_at"), run.get("finished_at"), run["run_id"]],
+    )
+
+
+def rejected_rows_table(run_id: str, stage: str, dataset: str, rejected: Sequence[RejectedRow]) -> pa.Table:
+    """``rejected_rows`` rows of ``rejected``: the records of ``dataset`` that ``stage`` of run ``run_id``
+    did not accept, with the reason of each."""
+    return pa.Table.from_pylist(
+        [{"run_id": run_id, "stage": stage, "dataset": dataset, "locator": r.locator,
+          "sample_id": r.sample_id, "reason": r.reason} for r in rejected],
+        schema=output_schema(REJECTED_ROWS.schema),
     )

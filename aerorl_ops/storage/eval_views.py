@@ -17,7 +17,7 @@ import re
 import duckdb
 
 from aerorl_ops.storage.duckdb_store import ensure_tables
-from aerorl_ops.storage.schema import (
+from aerorl_ops.storage.eval_schema import (
     BASELINE_ROLE,
     EVAL_COMPARISONS,
     EVAL_METRICS,

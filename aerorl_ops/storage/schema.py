@@ -1,4 +1,5 @@
-"""DuckDB tables the pipeline writes, each declared once, as an Arrow schema.
+"""DuckDB tables the pipeline writes, each declared once, as an Arrow schema: the benchmark's here,
+training's in ``storage.training_schema`` and evaluation's in ``storage.eval_schema``.
 
 A table's DDL (``TableSpec.ddl``) and the Arrow schemas of the partition outputs that feed it
 (``output_schema``) derive from the schema here. Arrow types map onto DuckDB types as follows;
@@ -120,23 +121,24 @@ class TableSpec:
         return pa.Table.from_pylist(rows, schema=self.schema)
 
 
-def _required(name: str, data_type: pa.DataType) -> pa.Field:
+def required(name: str, data_type: pa.DataType) -> pa.Field:
+    """A column that is ``NOT NULL``."""
     return pa.field(name, data_type, nullable=False)
 
 
-BENCHMARK_KEY = (_required("run_id", pa.string()), _required("model_key", pa.string()),
-                 _required("batch_size", pa.int32()))
+BENCHMARK_KEY = (required("run_id", pa.string()), required("model_key", pa.string()),
+                 required("batch_size", pa.int32()))
 """The columns that name one benchmark partition's rows: its run, model and batch size."""
 _BENCHMARK_KEY_COLUMNS = tuple(f.name for f in BENCHMARK_KEY)
-_TIMESTAMP = pa.timestamp("us", tz="UTC")
+TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 RUNS = TableSpec(
     "runs",
     pa.schema([
-        _required("run_id", pa.string()),
-        _required("kind", pa.string()),
-        ("started_at", _TIMESTAMP),
-        ("finished_at", _TIMESTAMP),
+        required("run_id", pa.string()),
+        required("kind", pa.string()),
+        ("started_at", TIMESTAMP),
+        ("finished_at", TIMESTAMP),
         ("git_sha", pa.string()),
         ("config", pa.json_()),
         ("seeds", pa.json_()),
@@ -147,7 +149,7 @@ RUNS = TableSpec(
 )
 
 GENERATION_FIELDS = (
-    _required("sample_id", pa.string()),
+    required("sample_id", pa.string()),
     pa.field("dataset", pa.string()),
     pa.field("prompt", pa.string()),
     pa.field("response", pa.string()),
@@ -171,7 +173,7 @@ GENERATIONS = TableSpec(
 )
 
 SCORE_FIELDS = (
-    _required("sample_id", pa.string()),
+    required("sample_id", pa.string()),
     pa.field("dataset", pa.string()),
     *[pa.field(name, pa.float64()) for name in REWARD_COMPONENT_NAMES],
     pa.field("total_reward", pa.float64()),
@@ -187,7 +189,7 @@ SCORE_FIELDS = (
 REWARD_SCORES = TableSpec("reward_scores", pa.schema([*BENCHMARK_KEY, *SCORE_FIELDS]), _BENCHMARK_KEY_COLUMNS)
 
 SUMMARY_FIELDS = (
-    _required("dataset", pa.string()),
+    required("dataset", pa.string()),
     pa.field("model_source", pa.string()),
     pa.field("device", pa.string()),
     pa.field("samples", pa.int32()),
@@ -216,7 +218,7 @@ SUMMARY_FIELDS = (
     pa.field("gpu_power_avg_w", pa.float64()),
     pa.field("cpu_percent_avg", pa.float64()),
     pa.field("rss_max_mb", pa.float64()),
-    pa.field("created_at", _TIMESTAMP),
+    pa.field("created_at", TIMESTAMP),
 )
 """One dataset's summary within a partition (``aerorl_ops.reporting.partition_summary.SummaryRow``): one row
 per run x model x batch size x dataset; a write replaces every dataset's row of its partition."""
@@ -227,196 +229,14 @@ BENCHMARK_SUMMARY = TableSpec("benchmark_summary", pa.schema([*BENCHMARK_KEY, *S
 REJECTED_ROWS = TableSpec(
     "rejected_rows",
     pa.schema([
-        _required("run_id", pa.string()),
-        _required("stage", pa.string()),
+        required("run_id", pa.string()),
+        required("stage", pa.string()),
         ("dataset", pa.string()),
         ("locator", pa.string()),
         ("sample_id", pa.string()),
-        _required("reason", pa.string()),
+        required("reason", pa.string()),
     ]),
     ("run_id", "stage", "dataset"),
 )
 
 BENCHMARK_TABLES = (RUNS, GENERATIONS, REWARD_SCORES, BENCHMARK_SUMMARY, REJECTED_ROWS)
-
-TRAINING_RUNS = TableSpec(
-    "training_runs",
-    pa.schema([
-        _required("run_id", pa.string()),
-        ("base_model", pa.string()),
-        ("env", pa.string()),
-        ("algorithm", pa.string()),
-        ("quant_ref_bits", pa.int32()),
-        ("reference_quantization_mode", pa.string()),
-        ("reference_source", pa.string()),
-        ("reference_loaded", pa.bool_()),
-        ("final_checkpoint", pa.string()),
-        ("steps", pa.int32()),
-        ("resumed_from_step", pa.int32()),
-        ("swap_question_type", pa.string()),
-        ("swap_questions", pa.int32()),
-        ("swap_changed", pa.float64()),
-        ("config", pa.json_()),
-        ("started_at", _TIMESTAMP),
-        ("finished_at", _TIMESTAMP),
-        ("telemetry", pa.json_()),
-    ]),
-    ("run_id",),
-)
-"""One training run (``aerorl_ops.rl.training_record.TrainingRunRecord``); ``swap_changed`` is the
-share of the final model's ``swap_question_type`` answers that change when the images are swapped."""
-
-TRAINING_STEPS = TableSpec(
-    "training_steps",
-    pa.schema([
-        _required("run_id", pa.string()),
-        _required("step", pa.int32()),
-        ("phase", pa.string()),
-        *[(name, pa.float64()) for name in (
-            "loss", "reward_mean", "reward_std", "accuracy", "kl", "entropy", "clip_fraction", "response_clip_ratio",
-            "response_length", "masked_token_fraction", "vision_token_fraction", "tokens_per_s", "step_s",
-            "grad_norm", "learning_rate")],
-        ("skipped", pa.bool_()),
-        ("peak_memory_mb", pa.float64()),
-        ("curriculum_stage", pa.int32()),
-        ("episodes_seen", pa.int64()),
-        *[(name, pa.float64()) for name in (
-            "approx_kl", "dual_clip_fraction", "value_loss", "value_clip_fraction", "explained_variance")],
-    ]),
-    ("run_id",),
-)
-"""One training step: the run id, then the fields of ``aerorl_ops.rl.stats.StepStats``."""
-
-TRAINING_EVALS = TableSpec(
-    "training_evals",
-    pa.schema([
-        _required("run_id", pa.string()),
-        _required("step", pa.int32()),
-        ("phase", pa.string()),
-        ("wall_s", pa.float64()),
-        ("accuracy", pa.float64()),
-        ("accuracy_stderr", pa.float64()),
-        ("n", pa.int32()),
-        *[(name, pa.float64()) for name in ("reward_mean", *[f"{c}_mean" for c in REWARD_COMPONENT_NAMES])],
-        ("samples", pa.int32()),
-    ]),
-    ("run_id",),
-)
-"""One held-out evaluation (phases: no_image_prior, base, warmup, rl, final, control): greedy accuracy
-over ``n`` questions with its binomial standard error, and the mean reward (and reward-stack
-components, where the environment's reward has them)."""
-
-TRAINING_EVAL_TYPES = TableSpec(
-    "training_eval_types",
-    pa.schema([
-        _required("run_id", pa.string()),
-        _required("step", pa.int32()),
-        _required("phase", pa.string()),
-        _required("question_type", pa.string()),
-        ("accuracy", pa.float64()),
-        ("n", pa.int32()),
-    ]),
-    ("run_id",),
-)
-"""The accuracy of one held-out evaluation on one question type (e.g. easy-VQA yes_no / colour / shape)."""
-
-TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES)
-
-MODEL_ROLE, BASELINE_ROLE = "model", "baseline"
-"""The ``role`` of a model within an eval: the one evaluated, and the one it is compared with."""
-
-EVAL_RUNS = TableSpec(
-    "eval_runs",
-    pa.schema([
-        _required("eval_id", pa.string()),
-        _required("role", pa.string()),
-        _required("model", pa.string()),
-        ("model_source", pa.string()),
-        ("dataset", pa.string()),
-        ("split", pa.string()),
-        ("questions", pa.int32()),
-        ("settings", pa.json_()),
-        ("max_new_tokens", pa.int32()),
-        ("seed", pa.int64()),
-        ("training_run_id", pa.string()),
-        ("step", pa.int32()),
-        ("device", pa.string()),
-        ("started_at", _TIMESTAMP),
-        ("finished_at", _TIMESTAMP),
-        ("wall_s", pa.float64()),
-        ("config", pa.json_()),
-    ]),
-    ("eval_id",),
-)
-"""One model's evaluation within an eval (``aerorl_ops.evaluator.records.EvalRunRecord``): ``role`` is
-'model' or 'baseline' (an eval of a model alone has only 'model'); ``model`` is the key or checkpoint
-directory as given; ``settings`` the sampling settings as JSON; ``training_run_id`` and ``step`` are set
-when training recorded the evaluation."""
-
-EVAL_SAMPLES = TableSpec(
-    "eval_samples",
-    pa.schema([
-        _required("eval_id", pa.string()),
-        _required("role", pa.string()),
-        _required("setting", pa.string()),
-        _required("item_index", pa.int32()),
-        ("item_id", pa.string()),
-        ("question_type", pa.string()),
-        _required("sample_no", pa.int32()),
-        ("response", pa.string()),
-        ("correct", pa.bool_()),
-        ("reward", pa.float64()),
-        ("response_tokens", pa.int32()),
-        ("truncated", pa.bool_()),
-        ("reflection", pa.bool_()),
-    ]),
-    ("eval_id",),
-)
-"""One response (``aerorl_ops.evaluator.runner.SampleRecord``): question ``item_index`` of the dataset
-sample, response ``sample_no`` at ``setting``; its length in tokens (EOS excluded), whether it was cut at
-the maximum length, and whether it holds one of MAYE's reflection words."""
-
-EVAL_METRICS = TableSpec(
-    "eval_metrics",
-    pa.schema([
-        _required("eval_id", pa.string()),
-        _required("role", pa.string()),
-        _required("setting", pa.string()),
-        _required("question_type", pa.string()),
-        *[(name, pa.int32()) for name in ("k", "samples_per_question", "questions", "responses")],
-        *[(name, pa.float64()) for name in ("accuracy", "accuracy_stderr", "pass_at_1", "reward_mean", "mean_length",
-                                            "length_clip_ratio")],
-        ("n_correct", pa.int32()),
-        ("n_reflection", pa.int32()),
-        *[(name, pa.float64()) for name in ("reflection_ratio", "reflection_ratio_in_correct",
-                                            "reflection_ratio_in_incorrect", "correct_ratio_in_reflection",
-                                            "correct_ratio_in_no_reflection")],
-    ]),
-    ("eval_id",),
-)
-"""One model's metrics at one setting (``aerorl_ops.evaluator.summaries.SettingMetrics``), wide: over every
-question (``question_type`` = 'all') and per question type. ``accuracy`` is the mean unbiased pass@k;
-a reflection ratio with a zero denominator is NULL."""
-
-EVAL_COMPARISONS = TableSpec(
-    "eval_comparisons",
-    pa.schema([
-        _required("eval_id", pa.string()),
-        _required("setting", pa.string()),
-        _required("question_type", pa.string()),
-        _required("method", pa.string()),
-        ("questions", pa.int32()),
-        *[(name, pa.float64()) for name in ("model_accuracy", "baseline_accuracy", "difference", "ci_low", "ci_high",
-                                            "confidence")],
-        ("b", pa.int32()),
-        ("c", pa.int32()),
-        ("p_value", pa.float64()),
-        ("resamples", pa.int32()),
-    ]),
-    ("eval_id",),
-)
-"""Model minus baseline at one setting and question type (``aerorl_ops.evaluator.compare.ComparisonRow``):
-the paired ``confidence`` interval of the accuracy difference, exact McNemar (with ``p_value``) where a
-setting draws one response per question, else the paired bootstrap (``resamples``)."""
-
-EVAL_TABLES = (EVAL_RUNS, EVAL_SAMPLES, EVAL_METRICS, EVAL_COMPARISONS)

@@ -29,12 +29,18 @@ from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
 from aerorl_ops.reporting.partition_summary import summary_row, summary_rows
 from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
-from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, transaction, write_partitions, write_run
+from aerorl_ops.storage.duckdb_store import (
+    PartitionWrite,
+    ensure_tables,
+    rejected_rows_table,
+    transaction,
+    write_partitions,
+    write_run,
+)
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REJECTED_ROWS, REWARD_SCORES
 from aerorl_ops.storage.views import create_views
 from assets.benchmark.partitions import partition_parts
 from assets.metadata import inline_png, markdown_preview
-from assets.rejections import rejected_rows_table
 from assets.runs import benchmark_run_id, git_sha, library_versions
 from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
 

@@ -5,6 +5,8 @@ and caches the items as rows; rejected records land in ``rejected_rows`` with th
 """
 
 
+from dataclasses import replace
+
 import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
@@ -12,6 +14,7 @@ from dagster_duckdb import DuckDBResource
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.envs.configured import dataset_rows
+from aerorl_ops.envs.rejections import NoUsableRowsError
 from aerorl_ops.rows import LoadResult, rows_to_table
 from assets.metadata import counts_markdown, markdown_preview
 from assets.rejections import record_rejections
@@ -37,10 +40,9 @@ class DatasetRowsConfig(dg.Config):
 
 
 def configured_dataset(dataset: DatasetSettings, config: DatasetRowsConfig) -> DatasetSettings:
-    """``dataset`` with this run's overrides applied."""
-    return DatasetSettings(name=dataset.name, kind=dataset.kind, split=config.split or dataset.split,
-                           limit=config.limit or dataset.limit, path=dataset.path,
-                           seed=dataset.seed if config.seed < 0 else config.seed, settings=dataset.settings)
+    """``dataset`` with this run's overrides applied (every other setting kept)."""
+    return replace(dataset, split=config.split or dataset.split, limit=config.limit or dataset.limit,
+                   seed=dataset.seed if config.seed < 0 else config.seed)
 
 
 def load_rows(dataset: DatasetSettings, config: DatasetRowsConfig) -> LoadResult:
@@ -50,9 +52,13 @@ def load_rows(dataset: DatasetSettings, config: DatasetRowsConfig) -> LoadResult
 
 def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings, config: DatasetRowsConfig,
                      duckdb: DuckDBResource) -> dg.Output[pa.Table]:
-    result = load_rows(dataset, config)
-    record_rejections(duckdb, benchmark_run_id(context), context.asset_key.to_user_string(), dataset.name,
-                      result.rejected)
+    run_id, stage = benchmark_run_id(context), context.asset_key.to_user_string()
+    try:
+        result = load_rows(dataset, config)
+    except NoUsableRowsError as error:  # nothing to cache, but every rejection is still recorded
+        record_rejections(duckdb, run_id, stage, dataset.name, error.rejected)
+        raise
+    record_rejections(duckdb, run_id, stage, dataset.name, result.rejected)
     for rejected in result.rejected[:20]:
         context.log.warning(f"rejected {rejected.locator}: {rejected.reason}")
     table = rows_to_table(result.rows)

@@ -2,8 +2,9 @@
 
 Both models answer ``n`` questions of a configured dataset (pass@k at temperature 1.0, pass@1 at
 0.6, pass@1 near-greedy); ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` / ``eval_comparisons``
-get the eval's rows and the ``eval_vs_baseline`` view is refreshed. The metadata shows the
-side-by-side table (with the paired 95% intervals) and the accuracy figure.
+get the eval's rows and the ``eval_vs_baseline`` view is refreshed; the dataset rows the environment
+rejected are logged (one line: count and top reasons) and stored in ``rejected_rows`` under the eval id.
+The metadata shows the side-by-side table (with the paired 95% intervals) and the accuracy figure.
 """
 
 import dagster as dg
@@ -11,13 +12,15 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, EvalSettings
 from aerorl_ops.config.fields import ConfigError, checked
+from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.evaluation.sampling import SamplingSetting
 from aerorl_ops.evaluator.comparison import compare_models
 from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings, model_entry
 from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
+from aerorl_ops.storage.eval_schema import EVAL_TABLES
 from aerorl_ops.storage.eval_views import create_eval_views
-from aerorl_ops.storage.schema import EVAL_TABLES
+from aerorl_ops.storage.schema import REJECTED_ROWS
 from assets.figures import eval_figures
 from assets.metadata import markdown_preview
 from assets.resources import ModelRuntime
@@ -67,6 +70,8 @@ def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: 
         env = dataset_env(dataset)
     except ConfigError as error:
         raise dg.Failure(f"eval_run config: {error}") from error
+    if env.rejected:
+        context.log.warning(f"dataset {dataset.name!r}: {rejection_summary(env.rejected)}")
 
     def progress(role: str, setting: SamplingSetting, wall_s: float) -> None:
         context.log.info(f"{role}: {setting.label} on {len(env)} questions in {wall_s:.1f} s")
@@ -74,7 +79,7 @@ def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: 
     result = compare_models(model_runtime.load, model, baseline, env, dataset, settings, config.eval_id or None,
                             progress)
     with duckdb.get_connection() as conn:
-        ensure_tables(conn, EVAL_TABLES)
+        ensure_tables(conn, (*EVAL_TABLES, REJECTED_ROWS))
         replace_partitions(conn, result.writes())
         create_eval_views(conn)
         table = format_side_by_side(side_by_side(conn, result.eval_id))
@@ -82,6 +87,7 @@ def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: 
     return dg.MaterializeResult(metadata={
         "eval_id": result.eval_id, "model": settings.model, "baseline": settings.baseline,
         "dataset": f"{dataset.name} ({dataset.split})", "questions": len(env),
+        "rejected_rows": len(env.rejected), "rejections": rejection_summary(env.rejected),
         "samples": len(result.model.outcome.samples) + len(result.baseline.outcome.samples),
         "wall_s": round(result.model.outcome.wall_s + result.baseline.outcome.wall_s, 2),
         "comparison": markdown_preview(table, rows=len(table)), **figures,

@@ -13,7 +13,7 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.rl.reward_hacking import HeldOutAccuracy, RewardHackingVerdict, reward_hacking_verdict
 from aerorl_ops.storage.duckdb_store import ensure_tables
-from aerorl_ops.storage.schema import TRAINING_TABLES
+from aerorl_ops.storage.training_schema import TRAINING_TABLES
 
 NOT_RL_PHASES = ("warmup", "control")
 RL_START_PHASES = ("warmup", "base")  # the evaluation RL started from: after the warm-up, else step 0

@@ -18,15 +18,19 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import dagster as dg
-from dagster_duckdb import DuckDBResource
-from dagster_pipes import PipesDefaultContextLoader, PipesEnvVarParamsLoader, open_dagster_pipes
+from aerorl_ops.quiet import quiet_known_logs
 
-from aerorl_ops.rl.distributed import from_environment
-from assets.project import benchmark_config
-from assets.resources import ModelRuntime
-from assets.training.rl_run import train_and_record, training_config_class
-from assets.training.torchrun import failure_path
+quiet_known_logs()  # before the imports below load bitsandbytes, which logs a known line as it loads
+
+import dagster as dg  # noqa: E402
+from dagster_duckdb import DuckDBResource  # noqa: E402
+from dagster_pipes import PipesDefaultContextLoader, PipesEnvVarParamsLoader, open_dagster_pipes  # noqa: E402
+
+from aerorl_ops.rl.distributed import from_environment  # noqa: E402
+from assets.project import benchmark_config  # noqa: E402
+from assets.resources import ModelRuntime  # noqa: E402
+from assets.training.rl_run import train_and_record, training_config_class  # noqa: E402
+from assets.training.torchrun import failure_path  # noqa: E402
 
 PIPES_METADATA_TYPES = {dg.MarkdownMetadataValue: "md", dg.PathMetadataValue: "path", dg.TextMetadataValue: "text",
                         dg.FloatMetadataValue: "float", dg.IntMetadataValue: "int", dg.BoolMetadataValue: "bool"}

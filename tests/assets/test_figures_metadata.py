@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
+from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
 from assets.figures import plots_dir, training_figures
 
 

@@ -12,12 +12,14 @@ MODULES = [
     "aerorl_ops.envs.easy_vqa",
     "aerorl_ops.text.exact_match",
     "aerorl_ops.envs.configured",
+    "aerorl_ops.envs.image_paths",
     "aerorl_ops.envs.items",
     "aerorl_ops.envs.jsonl_task",
     "aerorl_ops.envs.messages",
     "aerorl_ops.envs.parquet_task",
     "aerorl_ops.envs.prior",
     "aerorl_ops.envs.registry",
+    "aerorl_ops.envs.rejections",
 ]
 
 

@@ -39,8 +39,8 @@ def test_unknown_and_missing_settings_are_named():
     assert str(unknown.value) == ("environment 'easy_vqa' has no setting 'limt'; its settings are: "
                                   "split, limit, seed, instruction, data_dir")
     assert str(missing.value) == ("environment 'jsonl' needs the setting 'path'; its settings are: "
-                                  "path, split, limit, seed, name, instruction, type_field")
-    assert env_settings("parquet") == ("path", "split", "limit", "seed", "name", "type_column")
+                                  "path, split, limit, seed, name, instruction, type_field, image_roots")
+    assert env_settings("parquet") == ("path", "split", "limit", "seed", "name", "type_column", "image_roots")
 
 
 def _tiny_env(name: str = "tiny") -> SingleTurnEnv:

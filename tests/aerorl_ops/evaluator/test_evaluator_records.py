@@ -17,8 +17,8 @@ from aerorl_ops.evaluator.records import EvalRunRecord, RoleEvaluation, eval_tab
 from aerorl_ops.evaluator.summaries import setting_metrics
 from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
 from aerorl_ops.storage.duckdb_store import replace_partitions
+from aerorl_ops.storage.eval_schema import EVAL_TABLES
 from aerorl_ops.storage.eval_views import create_eval_views
-from aerorl_ops.storage.schema import EVAL_TABLES
 
 GREEDY = SamplingSetting("greedy_pass1", greedy=True)
 PASS2 = SamplingSetting("high_temp_pass2", n=2, k=2)
@@ -134,7 +134,7 @@ EVAL_DDL = {
     "eval_runs": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, model VARCHAR NOT NULL, model_source VARCHAR, "
                  "dataset VARCHAR, split VARCHAR, questions INTEGER, settings JSON, max_new_tokens INTEGER, "
                  "seed BIGINT, training_run_id VARCHAR, step INTEGER, device VARCHAR, started_at TIMESTAMP WITH "
-                 "TIME ZONE, finished_at TIMESTAMP WITH TIME ZONE, wall_s DOUBLE, config JSON",
+                 "TIME ZONE, finished_at TIMESTAMP WITH TIME ZONE, wall_s DOUBLE, config JSON, rejected_rows INTEGER",
     "eval_samples": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, setting VARCHAR NOT NULL, item_index INTEGER NOT "
                     "NULL, item_id VARCHAR, question_type VARCHAR, sample_no INTEGER NOT NULL, response VARCHAR, "
                     "correct BOOLEAN, reward DOUBLE, response_tokens INTEGER, truncated BOOLEAN, reflection BOOLEAN",
@@ -152,7 +152,7 @@ EVAL_DDL = {
 
 
 def test_the_eval_tables_are_the_documented_ones(conn):
-    """A change here changes every report database (and the README's table): it needs a migration."""
+    """A change here changes every report database (and the table in docs/evaluation.md): it needs a migration."""
     for spec in EVAL_TABLES:
         described = ", ".join(f"{name} {kind}" + ("" if null == "YES" else " NOT NULL")
                               for name, kind, null, *_ in conn.execute(f"DESCRIBE {spec.name}").fetchall())

@@ -17,7 +17,8 @@ from aerorl_ops.evaluator.summaries import setting_metrics
 from aerorl_ops.reporting.eval_plots import eval_accuracy_png, save_eval_plots
 from aerorl_ops.reporting.training_plots import TRAINING_FIGURES, save_training_plots, training_curves
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import EVAL_TABLES, TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
+from aerorl_ops.storage.eval_schema import EVAL_TABLES
+from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SETTINGS = (SamplingSetting("high_temp_pass2", n=2, k=2), SamplingSetting("low_temp_pass1", temperature=0.01,

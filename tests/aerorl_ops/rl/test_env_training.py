@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 
 import duckdb
 import pytest
@@ -12,19 +13,31 @@ from aerorl_ops.config.curriculum import parse_curriculum
 from aerorl_ops.envs import make_env
 from aerorl_ops.evaluation.sampling import SamplingSetting
 from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.rl.run_recorder import RunRecorder
 from aerorl_ops.rl.runtimes import ReferenceRuntime, wrap_vlm_for_rl
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
 from aerorl_ops.rl.trainer import AeroRLTrainer, NonFiniteTrainingError
-from aerorl_ops.rl.training_record import TrainingRunRecord, training_tables
-from aerorl_ops.rl.training_run import TrainingPlan, run_training
-from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import EVAL_TABLES, TRAINING_TABLES
+from aerorl_ops.rl.training_record import TrainingRunRecord
+from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult, run_training
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
 CONFIG = AeroRLConfig(group_size=4, max_new_tokens=4, learning_rate=1e-3, quant_ref_bits=8, seed=3)
 PLAN = TrainingPlan(warmup_steps=2, warmup_batch_size=8, rl_steps=2, prompts_per_step=2, eval_interval=1,
                     checkpoint_interval=100, control=True, swap_check_type="colour",
                     curriculum=parse_curriculum("1: colour @ 1.0; 3: shape @ 0.5"))
+
+
+def record_all(path, record: TrainingRunRecord, result: TrainingResult) -> None:
+    """Every row of ``result`` through a recorder, as a run writes them when they happen."""
+    recorder = RunRecorder(partial(duckdb.connect, str(path)), record.run_id)
+    recorder.start(record, fresh=True)
+    for stats in result.steps:
+        recorder.step(stats)
+    for evaluation in result.evals:
+        recorder.evaluation(evaluation)
+    for sampled in result.sampled:
+        recorder.sampled(sampled)
+    recorder.finish(record)
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +65,8 @@ def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs,
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
     record = TrainingRunRecord.of("r1", str(tiny_model_dir), "easy_vqa", CONFIG, PLAN, result, {"steps": 2}, when,
                                   when, telemetry)
+    record_all(tmp_path / "t.duckdb", record, result)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
-        ensure_tables(conn, TRAINING_TABLES + EVAL_TABLES)
-        replace_partitions(conn, training_tables("r1", result, record))
         evals = conn.execute("SELECT phase, accuracy, n FROM training_evals ORDER BY step, phase").fetchall()
         types = conn.execute("SELECT phase, question_type, accuracy, n FROM training_eval_types "
                              "WHERE phase = 'no_image_prior' ORDER BY question_type").fetchall()
@@ -182,9 +194,8 @@ def test_sampled_evaluations_during_training_land_in_the_eval_tables(tiny_model_
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
     record = TrainingRunRecord.of("r2", str(tiny_model_dir), "easy_vqa", config, plan, result, {}, when, when,
                                   telemetry)
+    record_all(tmp_path / "t.duckdb", record, result)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
-        ensure_tables(conn, TRAINING_TABLES + EVAL_TABLES)
-        replace_partitions(conn, training_tables("r2", result, record))
         runs = conn.execute("SELECT eval_id, training_run_id, step, split, questions FROM eval_runs "
                             "ORDER BY step, split DESC").fetchall()
         samples = conn.execute("SELECT setting, count(*) FROM eval_samples GROUP BY setting ORDER BY 1").fetchall()

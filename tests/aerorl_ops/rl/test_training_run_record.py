@@ -14,7 +14,7 @@ from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord, step_rows
 from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult
 from aerorl_ops.storage.duckdb_store import ensure_tables
-from aerorl_ops.storage.schema import TRAINING_STEPS
+from aerorl_ops.storage.training_schema import TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
 
@@ -40,13 +40,12 @@ def test_value_head_stats_become_columns_null_without_a_value_head(tmp_path):
                   response_clip_ratio=0.0, response_length=2.0, masked_token_fraction=0.1,
                   vision_token_fraction=0.5, tokens_per_s=10.0, step_s=1.0, grad_norm=0.5, learning_rate=1e-3,
                   skipped=False, peak_memory_mb=100.0, approx_kl=0.002, dual_clip_fraction=0.0)
-    result = TrainingResult(Path("r"), Path("r/step-2"), "r/warmup", steps=[
-        StepStats(step=1, phase="grpo", **common),
-        StepStats(step=2, phase="ppo", **common, value_loss=0.2, value_clip_fraction=0.05, explained_variance=0.3)])
+    steps = [StepStats(step=1, phase="grpo", **common),
+             StepStats(step=2, phase="ppo", **common, value_loss=0.2, value_clip_fraction=0.05, explained_variance=0.3)]
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
         conn.execute("CREATE TABLE training_steps (run_id VARCHAR NOT NULL, step INTEGER NOT NULL, loss DOUBLE)")
         ensure_tables(conn, [TRAINING_STEPS])  # an older table gains the new columns
-        conn.register("rows", step_rows("r", result))
+        conn.register("rows", step_rows("r", steps))
         conn.execute("INSERT INTO training_steps BY NAME SELECT * FROM rows")
         got = conn.execute("SELECT step, approx_kl, value_loss, value_clip_fraction, explained_variance "
                            "FROM training_steps ORDER BY step").fetchall()

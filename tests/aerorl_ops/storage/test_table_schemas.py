@@ -24,12 +24,10 @@ from aerorl_ops.storage.schema import (
     BENCHMARK_TABLES,
     GENERATIONS,
     REWARD_SCORES,
-    TRAINING_RUNS,
-    TRAINING_STEPS,
-    TRAINING_TABLES,
     TableSpec,
     duckdb_type,
 )
+from aerorl_ops.storage.training_schema import TRAINING_RUNS, TRAINING_STEPS, TRAINING_TABLES
 
 # The tables as the pipeline has always written them (DuckDB's DESCRIBE, TIMESTAMPTZ abbreviated).
 # A change here changes every report database: it needs a migration, not just a new schema.
@@ -72,7 +70,7 @@ TABLES = {
         "reference_quantization_mode VARCHAR, reference_source VARCHAR, reference_loaded BOOLEAN, "
         "final_checkpoint VARCHAR, steps INTEGER, resumed_from_step INTEGER, swap_question_type VARCHAR, "
         "swap_questions INTEGER, swap_changed DOUBLE, config JSON, started_at TIMESTAMPTZ, finished_at "
-        "TIMESTAMPTZ, telemetry JSON"
+        "TIMESTAMPTZ, telemetry JSON, rejected_rows INTEGER"
     ),
     "training_steps": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, loss DOUBLE, reward_mean DOUBLE, "
@@ -193,7 +191,7 @@ def test_a_training_run_record_lands_in_duckdb_with_exactly_its_values():
         config=json.dumps({"training": {"steps": 40}, "aerorl": {"kl_coef": 0.04}}),
         started_at=datetime(2026, 3, 4, 2, 0, tzinfo=UTC),
         finished_at=datetime(2026, 3, 4, 2, 9, 59, 999999, tzinfo=UTC),
-        telemetry=json.dumps({"gpu_seen": False, "rss_max_mb": 812.5}),
+        telemetry=json.dumps({"gpu_seen": False, "rss_max_mb": 812.5}), rejected_rows=2,
     )
     with duckdb.connect(":memory:") as conn:
         ensure_tables(conn, TRAINING_TABLES)

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
-from aerorl_ops.storage.schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
+from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
 from assets.training.checks import run_verdict
 
 

@@ -63,6 +63,40 @@ def test_the_run_logs_tensorboard_scalars_and_attaches_figures(trained):
     assert any("accuracy" in key for key in materialization.metadata)
 
 
+def test_rerunning_the_finished_run_trains_nothing_and_reports_the_stored_figures(trained):
+    env, first, run_name = trained
+    tables = ("training_runs", "training_steps", "training_evals", "training_eval_types", "eval_runs")
+
+    def stored() -> dict[str, list[tuple]]:
+        with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+            return {table: conn.execute(f"SELECT * FROM {table} WHERE "
+                                        f"{'training_run_id' if table == 'eval_runs' else 'run_id'} = ? ORDER BY ALL",
+                                        [run_name]).fetchall() for table in tables}
+
+    before = stored()
+    events = sorted((env.root / "tensorboard" / run_name).iterdir())
+    checkpoints = sorted((p.name, p.stat().st_mtime_ns) for p in (DATA_DIR / "checkpoints" / run_name).iterdir())
+    job = build_definitions(BENCHMARK_CONFIG_PATH, env.resources).resolve_job_def("training")
+    again = job.execute_in_process(instance=env.instance, raise_on_error=False, run_config={
+        "ops": {"rl_run": {"config": {**RUN, "run_name": run_name}}}})
+    assert again.success
+    assert stored() == before and len(before["training_steps"]) == 3
+    assert sorted((env.root / "tensorboard" / run_name).iterdir()) == events  # no new event file: no training
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (DATA_DIR / "checkpoints" / run_name).iterdir()) == (
+        checkpoints)
+    messages = [record.user_message for record in env.instance.all_logs(again.run_id)
+                if "nothing to train" in record.user_message]
+    assert len(messages) == 1 and messages[0].startswith(f"run {run_name} finished at ")
+    was, now = (run.asset_materializations_for_node("rl_run")[0].metadata for run in (first, again))
+    for name in ("warmup_accuracy", "final_accuracy", "evaluations", "final_checkpoint", "resumed_from_step",
+                 "rejected_rows"):
+        assert now[name] == was[name], name
+    assert (was["resumed_from_step"].value, was["rejected_rows"].value) == (0, 0)
+    shown = [row.split("|")[1:3] for row in was["evaluations"].value.splitlines()[2:]]  # the table's rows
+    assert [(step.strip(), phase.strip()) for step, phase in shown] == [
+        ("0", "no_image_prior"), ("0", "base"), ("2", "warmup"), ("3", "final")]
+
+
 def test_vllm_rollouts_take_the_engine_settings_of_a_vllm_base_model_entry():
     bench = parse_benchmark_config({"benchmark": {"batch_sizes": [1]}, "models": {
         "served": {"source": "embedded:tiny-qwen2-vl", "backend": "vllm", "gpu_memory_utilization": 0.3},

@@ -1,0 +1,92 @@
+"""The training tables: ``training_runs``, ``training_steps``, ``training_evals``, ``training_eval_types``."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
+from aerorl_ops.storage.schema import TIMESTAMP, TableSpec, required
+
+TRAINING_RUNS = TableSpec(
+    "training_runs",
+    pa.schema([
+        required("run_id", pa.string()),
+        ("base_model", pa.string()),
+        ("env", pa.string()),
+        ("algorithm", pa.string()),
+        ("quant_ref_bits", pa.int32()),
+        ("reference_quantization_mode", pa.string()),
+        ("reference_source", pa.string()),
+        ("reference_loaded", pa.bool_()),
+        ("final_checkpoint", pa.string()),
+        ("steps", pa.int32()),
+        ("resumed_from_step", pa.int32()),
+        ("swap_question_type", pa.string()),
+        ("swap_questions", pa.int32()),
+        ("swap_changed", pa.float64()),
+        ("config", pa.json_()),
+        ("started_at", TIMESTAMP),
+        ("finished_at", TIMESTAMP),
+        ("telemetry", pa.json_()),
+        ("rejected_rows", pa.int32()),
+    ]),
+    ("run_id",),
+)
+"""One training run (``rl.training_record.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
+the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected."""
+
+TRAINING_STEPS = TableSpec(
+    "training_steps",
+    pa.schema([
+        required("run_id", pa.string()),
+        required("step", pa.int32()),
+        ("phase", pa.string()),
+        *[(name, pa.float64()) for name in (
+            "loss", "reward_mean", "reward_std", "accuracy", "kl", "entropy", "clip_fraction", "response_clip_ratio",
+            "response_length", "masked_token_fraction", "vision_token_fraction", "tokens_per_s", "step_s",
+            "grad_norm", "learning_rate")],
+        ("skipped", pa.bool_()),
+        ("peak_memory_mb", pa.float64()),
+        ("curriculum_stage", pa.int32()),
+        ("episodes_seen", pa.int64()),
+        *[(name, pa.float64()) for name in (
+            "approx_kl", "dual_clip_fraction", "value_loss", "value_clip_fraction", "explained_variance")],
+    ]),
+    ("run_id",),
+)
+"""One training step: the run id, then the fields of ``aerorl_ops.rl.stats.StepStats``."""
+
+TRAINING_EVALS = TableSpec(
+    "training_evals",
+    pa.schema([
+        required("run_id", pa.string()),
+        required("step", pa.int32()),
+        ("phase", pa.string()),
+        ("wall_s", pa.float64()),
+        ("accuracy", pa.float64()),
+        ("accuracy_stderr", pa.float64()),
+        ("n", pa.int32()),
+        *[(name, pa.float64()) for name in ("reward_mean", *[f"{c}_mean" for c in REWARD_COMPONENT_NAMES])],
+        ("samples", pa.int32()),
+    ]),
+    ("run_id",),
+)
+"""One held-out evaluation (phases: no_image_prior, base, warmup, rl, final, control): greedy accuracy
+over ``n`` questions with its binomial standard error, and the mean reward (and reward-stack
+components, where the environment's reward has them)."""
+
+TRAINING_EVAL_TYPES = TableSpec(
+    "training_eval_types",
+    pa.schema([
+        required("run_id", pa.string()),
+        required("step", pa.int32()),
+        required("phase", pa.string()),
+        required("question_type", pa.string()),
+        ("accuracy", pa.float64()),
+        ("n", pa.int32()),
+    ]),
+    ("run_id",),
+)
+"""The accuracy of one held-out evaluation on one question type (e.g. easy-VQA yes_no / colour / shape)."""
+
+TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES)
