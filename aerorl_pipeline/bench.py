@@ -14,10 +14,12 @@ import duckdb
 from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
+from aerorl_ops.models.sources import check_local_model
 from aerorl_pipeline.celery_workers import local_workers
 from aerorl_pipeline.definitions import build_definitions
 from aerorl_pipeline.distributed_bench import BenchResources, PartitionOutcome, resources_of, run_partitions
 from aerorl_pipeline.executors import celery_app
+from aerorl_pipeline.settings_flags import input_error_types
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
 from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
@@ -34,10 +36,11 @@ class BenchPlan:
 def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_id: str | None = None,
                config: BenchmarkConfig | None = None) -> BenchPlan:
     """Which partitions of ``config`` (default: the shipped config file) to run; unknown model keys or
-    batch sizes fail here, before anything loads."""
+    batch sizes, and a model folder that cannot load (no config.json, not a VLM, no processor), fail
+    here, before any weights load."""
     config = config or benchmark_config()
-    for model in models:
-        config.model(model)
+    for model in models or config.model_keys:
+        check_local_model(config.model(model))
     unknown = [size for size in batch_sizes if size not in config.batch_sizes]
     if unknown:
         raise ConfigError(f"{config.path}: batch sizes {unknown} are not configured; "
@@ -49,6 +52,25 @@ def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_
     )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return BenchPlan(run_id or f"bench-{stamp}-{uuid.uuid4().hex[:6]}", keys)
+
+
+def step_input_error(results: Sequence[dg.ExecuteInProcessResult]) -> str | None:
+    """The message, one line, of an input error that failed a step of one of ``results``, else None."""
+    kinds = list(input_error_types())
+    names = set()
+    while kinds:
+        kind = kinds.pop()
+        names.add(kind.__name__)
+        kinds += kind.__subclasses__()
+    for result in results:
+        for event in result.get_step_failure_events():
+            error = event.step_failure_data.error
+            while error is not None:  # the step error wraps what the asset raised
+                if error.cls_name in names:
+                    message = error.message.strip()
+                    return " ".join(message.partition(f"{error.cls_name}: ")[2].split()) or message
+                error = error.cause
+    return None
 
 
 def benchmarked_rows_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:

@@ -9,9 +9,19 @@ import tempfile
 from pathlib import Path
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
+from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.presets import PRESETS, preset_overrides
+from aerorl_ops.config.rewards import RewardSettings
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.configured import load_config
-from aerorl_pipeline.settings_flags import add_setting_flags, config_path_from, flag_values
+from aerorl_ops.quiet import quiet_known_logs
+from aerorl_pipeline.settings_flags import (
+    add_setting_flags,
+    checked_flags,
+    config_path_from,
+    flag_values,
+    input_error_in,
+)
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
 
 CONFIG_COMMANDS = ("bench", "train", "eval", "dev", "worker")
@@ -19,14 +29,20 @@ CONFIG_COMMANDS = ("bench", "train", "eval", "dev", "worker")
 
 
 def _bench(args: argparse.Namespace) -> int:
+    checked_flags(GenerationSettings, "bench", "generation", flag_values(args, args.generation_flags))
+    checked_flags(RewardSettings, "bench", "rewards", flag_values(args, args.reward_flags))
+    from aerorl_pipeline.bench import plan_bench, run_bench, step_input_error, summary_table
+
+    plan = plan_bench(args.model or (), args.batch_size or (), args.run_id, config=args.settings)
+    from aerorl_ops.storage.database_check import check_report_database
+    from assets.project import DUCKDB_PATH
+
+    check_report_database(DUCKDB_PATH)  # a damaged report database is named before any partition runs
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
-    from aerorl_pipeline.bench import plan_bench, run_bench, summary_table
     from aerorl_pipeline.definitions import build_definitions
-    from assets.project import DUCKDB_PATH
 
-    plan = plan_bench(args.model or (), args.batch_size or (), args.run_id, config=args.settings)
     print(f"benchmark run {plan.run_id}: {len(plan.partition_keys)} partitions "
           f"(config {args.config}, DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
     ops_config = {"generations": {"config": flag_values(args, args.generation_flags)},
@@ -34,7 +50,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.settings.executor.kind == "default":
         results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=not args.skip_rows,
                             ops_config=ops_config)
-    else:  # each partition a run on the configured engine (README "Scaling out")
+        problem = step_input_error(results)
+        if problem is not None:  # e.g. a model whose processor cannot be built: the same in every partition
+            raise ConfigError(problem)
+    else:  # each partition a run on the configured engine (docs/scaling-out.md)
         from aerorl_pipeline.bench import run_bench_distributed
 
         print(f"executor: {args.settings.executor.kind}")
@@ -47,17 +66,21 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aerorl_pipeline.instance import local_instance
-
-    instance = local_instance()
-    from aerorl_pipeline.bench import QUIET_LOGS
-    from aerorl_pipeline.definitions import build_definitions
+    from aerorl_ops.rl.from_settings import check_training_inputs
 
     settings = flag_values(args, args.training_flags)
     if args.preset:  # the preset replaces the file's values; a flag given with another value wins
         file_values = {name: args.train_parser.get_default(name) for name in args.training_flags}
         settings.update({name: value for name, value in preset_overrides(args.preset).items()
                          if settings[name] == file_values[name]})
+    check_training_inputs(checked_flags(TrainingSettings, "train", "training", settings), args.settings,
+                          "aerorl train")  # before any model loads, the job starts or a folder is made
+    from aerorl_pipeline.instance import local_instance
+
+    instance = local_instance()
+    from aerorl_pipeline.bench import QUIET_LOGS
+    from aerorl_pipeline.definitions import build_definitions
+
     settings.update({name: getattr(args, name) for name in ("run_name", "resume", "wandb_project")
                      if getattr(args, name) is not None})
     settings["progress_bar"] = True
@@ -113,6 +136,8 @@ def _dev(args: argparse.Namespace) -> int:
 def _add_config_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=BENCHMARK_CONFIG_PATH, metavar="FILE",
                         help="the settings file; its values are the other flags' defaults (default: %(default)s)")
+    parser.add_argument("--debug", action="store_true",
+                        help="on a configuration error, show the full traceback instead of one line")
 
 
 def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentParser:
@@ -142,7 +167,7 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
                        help="start over even when a checkpoint of this run exists")
     train.add_argument("--wandb-project", default=None,
                        help="also log the run to this wandb project (offline mode) when wandb is installed")
-    train.set_defaults(handler=_train, training_flags=training_flags, train_parser=train)
+    train.set_defaults(handler=_train, settings=settings, training_flags=training_flags, train_parser=train)
 
     evaluate = commands.add_parser("eval", help="evaluate a model against its baseline at MAYE's three sampling "
                                    "settings (the evaluation job)")
@@ -164,7 +189,7 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     from aerorl_pipeline.executors import WORKER_QUEUES
 
     worker = commands.add_parser("worker", help="serve the benchmark's Celery queue on this machine "
-                                 "([executor] kind = \"celery\"; README \"Scaling out\")")
+                                 "([executor] kind = \"celery\"; docs/scaling-out.md)")
     _add_config_flag(worker)
     worker.add_argument("--queue", choices=WORKER_QUEUES, default=WORKER_QUEUES[0],
                         help="dagster: partition steps (any number of workers); duckdb_writer: the steps that write "
@@ -182,6 +207,7 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    quiet_known_logs()  # before bitsandbytes loads: it logs a known line as it imports
     if argv[:1] == ["replay"]:
         return _replay(argv[1:])
     try:
@@ -191,8 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "config"):
             args.config = args.config.expanduser().resolve()
         return args.handler(args)
-    except ConfigError as error:
-        print(f"aerorl: configuration error: {error}", file=sys.stderr)
+    except Exception as error:  # an input error, raised here or in a job's step, is one line (--debug: all)
+        problem = input_error_in(error)
+        if problem is None or "--debug" in argv:
+            raise
+        print(f"aerorl: configuration error: {' '.join(str(problem).split())}", file=sys.stderr)
         return 2
 
 

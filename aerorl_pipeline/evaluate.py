@@ -1,7 +1,10 @@
 """`aerorl eval`: run the ``evaluation`` job (a model against its baseline) and print the comparison.
 
-The inputs are checked before anything loads: an unknown model key (that is not a checkpoint
-directory either), an unknown dataset or an unreadable split is a configuration error (exit 2).
+The inputs are checked before anything loads: a flag's value (by its setting's check), an unknown
+model key (that is not a checkpoint directory either), a model folder that cannot load (no
+config.json, not a VLM, a processor that cannot be built), an unknown dataset or an unreadable
+split is a configuration error (exit 2), and so is an input error raised in the job (weights that
+cannot load, say).
 A failed run exits 1 with the error; a finished one prints the side-by-side table (every metric of
 both models, the difference and, for accuracy, the paired 95% interval), per question type too,
 and where the figure and the rows are.
@@ -15,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.fields import checked
-from aerorl_pipeline.settings_flags import flag_values
+from aerorl_ops.config.fields import ConfigError
+from aerorl_pipeline.settings_flags import checked_flags, flag_values
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -28,10 +31,11 @@ if TYPE_CHECKING:
 def check_inputs(args: argparse.Namespace) -> EvalSettings:
     """The eval settings of the command line, with the models and the dataset resolved (else ConfigError)."""
     from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings, model_entry
+    from aerorl_ops.models.sources import check_local_model
 
-    settings = checked(EvalSettings, "aerorl eval", "eval", flag_values(args, args.eval_flags))
-    model_entry(settings.model, args.settings)
-    model_entry(settings.baseline, args.settings, "baseline")
+    settings = checked_flags(EvalSettings, "eval", "eval", flag_values(args, args.eval_flags))
+    check_local_model(model_entry(settings.model, args.settings))
+    check_local_model(model_entry(settings.baseline, args.settings, "baseline"))
     dataset_env(dataset_settings(settings.dataset, args.settings, settings.split, settings.n))
     return settings
 
@@ -49,13 +53,17 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 def run_eval(args: argparse.Namespace) -> int:
     check_inputs(args)
     import duckdb
+
+    from aerorl_ops.storage.database_check import check_report_database
+
+    check_report_database(args.database)  # a damaged report database is named before any model loads
     from dagster_duckdb import DuckDBResource
 
     from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
-    from aerorl_pipeline.bench import QUIET_LOGS
+    from aerorl_pipeline.bench import QUIET_LOGS, step_input_error
     from aerorl_pipeline.definitions import build_definitions
     from assets.resources import default_resources
 
@@ -66,6 +74,9 @@ def run_eval(args: argparse.Namespace) -> int:
                   **QUIET_LOGS}
     job = build_definitions(args.config, resources).resolve_job_def("evaluation")
     result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
+    problem = step_input_error([result])
+    if problem is not None:
+        raise ConfigError(problem)
     if not result.success:
         print(f"aerorl eval: {_failure(result)}", file=sys.stderr)
         return 1
@@ -77,6 +88,9 @@ def run_eval(args: argparse.Namespace) -> int:
     print(f"eval {eval_id}: {metadata['model'].value} vs baseline {metadata['baseline'].value} on "
           f"{metadata['questions'].value} questions of {metadata['dataset'].value} ({metadata['wall_s'].value} s)\n")
     print(table.to_string(index=False))
+    if metadata["rejected_rows"].value:
+        print(f"\n{metadata['dataset'].value}: {metadata['rejections'].value} (in rejected_rows under run id "
+              f"{eval_id})")
     figure = metadata.get("accuracy_by_setting_png")
     print(f"\nfigure: {figure.value if figure else '(none)'}\nDuckDB: {args.database}\n"
           f"  aerorl sql \"SELECT * FROM eval_vs_baseline WHERE eval_id = '{eval_id}'\"")

@@ -53,10 +53,13 @@ def help_of(cls: type, name: str) -> str:
     return next(f.metadata["help"] for f in setting_fields(cls) if f.name == name)
 
 
-def parse_section(cls: type[T], where: str, section: str, table: object, **fixed: Any) -> T:
+def parse_section(cls: type[T], where: str, section: str, table: object, *,
+                  named: Callable[[str], str] | None = None, **fixed: Any) -> T:
     """``cls`` from a TOML table: unknown keys are refused, every value checked, the rest defaults.
 
-    ``fixed`` supplies fields that are not file settings of this section (e.g. a seed set elsewhere).
+    ``named`` says how an error names a setting (default ``section.name``, a command line's
+    ``--flag-name``); ``fixed`` supplies fields that are not file settings of this section (e.g. a
+    seed set elsewhere).
     """
     if not isinstance(table, Mapping):
         raise fail(where, section, "must be a table")
@@ -64,13 +67,16 @@ def parse_section(cls: type[T], where: str, section: str, table: object, **fixed
     unknown = sorted(set(table) - set(known))
     if unknown:
         raise fail(where, section, f"has unknown keys {unknown}; known keys: {', '.join(known)}")
-    values = {name: known[name].metadata["check"](where, f"{section}.{name}", value) for name, value in table.items()}
+    name_of = named or (lambda name: f"{section}.{name}")
+    values = {name: known[name].metadata["check"](where, name_of(name), value) for name, value in table.items()}
     return cls(**fixed, **values)
 
 
-def checked(cls: type[T], where: str, section: str, values: Mapping[str, Any], **fixed: Any) -> T:
-    """``cls`` from a complete set of values (run config, flags), every one checked as in the file."""
-    return parse_section(cls, where, section, values, **fixed)
+def checked(cls: type[T], where: str, section: str, values: Mapping[str, Any], *,
+            named: Callable[[str], str] | None = None, **fixed: Any) -> T:
+    """``cls`` from a complete set of values (run config, flags), every one checked as in the file
+    (``named``: how an error names a setting, as in :func:`parse_section`)."""
+    return parse_section(cls, where, section, values, named=named, **fixed)
 
 
 # --- checks ----------------------------------------------------------------------------------

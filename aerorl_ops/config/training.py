@@ -1,8 +1,10 @@
 """Training settings (the ``[training]`` table): what ``aerorl train`` / the ``rl_run`` asset runs.
 
 The library's own training defaults (``AeroRLConfig``, ``TrainingPlan``) read theirs from here.
-Cross-setting rules (a GRPO group needs at least two samples) are checked by
-``AeroRLConfig.validate`` when a run starts. Named sets of overrides live in ``config.presets``.
+Cross-setting rules (a GRPO group needs at least two samples, ...) are written once here, as
+``*_problem`` functions: ``TrainingSettings.check_rules`` runs them on the file's or the command
+line's settings before anything runs, and ``AeroRLConfig.validate`` on a run's config. Named sets
+of overrides live in ``config.presets``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 
 from aerorl_ops.config.curriculum import parse_curriculum
 from aerorl_ops.config.fields import (
+    ConfigError,
     boolean,
     fail,
     fraction,
@@ -28,9 +31,11 @@ from aerorl_ops.config.fields import (
     text_or_empty,
     unset_or,
 )
-from aerorl_ops.models.entry import BACKENDS
+from aerorl_ops.models.entry import BACKENDS, VLLM_BACKEND
 
 ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo")
+GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo")
+"""The algorithms whose advantages are relative within a prompt's group of samples."""
 KL_KINDS = ("k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl", "k1+", "k3+")
 """Estimators of ``rl.functional.kl_penalty`` (kl = k1, mse = k2, low_var_kl = k3; + = k2's gradient)."""
 KL_PLACEMENTS = ("loss", "reward")
@@ -61,6 +66,31 @@ def _curriculum(where: str, name: str, value: object) -> str:
     except ValueError as error:
         raise fail(where, name, f"is not a curriculum: {error}") from None
     return value
+
+
+def group_size_problem(algorithm: str, group_size: int) -> str | None:
+    """What is wrong with ``group_size`` samples per prompt for ``algorithm`` (None: nothing)."""
+    if group_size >= (2 if algorithm in GROUP_ALGORITHMS else 1):
+        return None
+    return (f"group_size must be >= 2 for {'/'.join(GROUP_ALGORITHMS)} (advantages are relative within a group), "
+            f">= 1 otherwise, got {group_size!r}")
+
+
+def reference_problem(reference: str, lora_rank: int) -> str | None:
+    """A ``lora_base`` reference is the LoRA policy with its adapters disabled: it needs LoRA."""
+    if reference != "lora_base" or lora_rank > 0:
+        return None
+    return ("reference must be 'quantized' when lora_rank = 0 ('lora_base' is the LoRA policy with its adapters "
+            f"disabled: set lora_rank > 0), got {reference!r}")
+
+
+def rollout_ranks_problem(rollout_backend: str, ranks: int) -> str | None:
+    """vLLM rollouts run one engine in the one training process; an engine per rank is not supported yet."""
+    if rollout_backend != VLLM_BACKEND or ranks <= 1:
+        return None
+    return (f'rollout_backend = "vllm" needs nproc_per_node = 1, got {ranks} training processes '
+            '(one vLLM engine per rank is not supported yet): set nproc_per_node = 1, or '
+            'rollout_backend = "hf" to train on several ranks')
 
 
 @dataclass(frozen=True)
@@ -191,6 +221,17 @@ class TrainingSettings:
     dist_timeout_s: int = setting(1800, help="nproc_per_node > 1: seconds a rank waits at a collective before the "
                                   "run fails; it must exceed rank 0's longest evaluation (the others wait meanwhile)",
                                   check=positive_int)
+
+    def check_rules(self, where: str) -> TrainingSettings:
+        """These settings, unless a rule across settings is broken: then a ``ConfigError`` naming
+        ``where`` (the file, or the command line) and the rule."""
+        problems = (group_size_problem(self.algorithm, self.group_size),
+                    reference_problem(self.reference, self.lora_rank),
+                    rollout_ranks_problem(self.rollout_backend, self.nproc_per_node))
+        problem = next((p for p in problems if p), None)
+        if problem is not None:
+            raise ConfigError(f"{where}: {problem}")
+        return self
 
 
 LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s")

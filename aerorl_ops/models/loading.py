@@ -26,6 +26,7 @@ from transformers import (
     PreTrainedModel,
     ProcessorMixin,
 )
+from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
 from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
@@ -33,8 +34,14 @@ from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
 IMAGE_ONLY_PROCESSORS: dict[str, type[ProcessorMixin]] = {"qwen2_vl": Qwen2VLImageOnlyProcessor}
 
 
+CHECKPOINT_FILES_ERRORS = (OSError, ValueError, KeyError, TypeError)
+"""What transformers raises on checkpoint files it cannot use (missing, unreadable, of an unknown
+model type, a processor that cannot be built from them)."""
+
+
 class ModelUnavailableError(RuntimeError):
-    """A model id or path that cannot be loaded on this machine."""
+    """A model id or path that cannot be loaded on this machine; its message is one line naming the
+    model and what is wrong (the command line prints it as a configuration error)."""
 
 
 @dataclass(frozen=True)
@@ -126,15 +133,19 @@ def resolve_device(name: str) -> torch.device:
 
 def load_processor(source: ModelSource) -> ProcessorMixin:
     """The processor for ``source``, with left padding for batched generation."""
-    config = load_config(source)
+    config = vlm_config(source)
     processor_class = IMAGE_ONLY_PROCESSORS.get(config.model_type)
     try:
         if processor_class is not None:
             processor = processor_class.from_pretrained(source.location, **source.pretrained_kwargs())
         else:
             processor = AutoProcessor.from_pretrained(source.location, **source.pretrained_kwargs())
-    except OSError as error:
-        raise _unavailable(source, error) from error
+    except CHECKPOINT_FILES_ERRORS as error:
+        raise _unavailable(source, error, "its processor cannot be built") from error
+    if getattr(processor, "tokenizer", None) is None:
+        raise _unavailable(source, TypeError(f"the files make a {type(processor).__name__}, not a processor "
+                                             "with a tokenizer (are the processor files missing?)"),
+                           "its processor cannot be built")
     processor.tokenizer.padding_side = "left"
     return processor
 
@@ -170,15 +181,34 @@ def _load_model(source: ModelSource, device: torch.device, dtype: torch.dtype, q
 
 def load_config(source: ModelSource):
     """The model's transformers config (special-token ids, vision token ids), without its weights."""
+    if source.is_local and not (Path(source.location).expanduser() / "config.json").is_file():
+        raise _unavailable(source, FileNotFoundError("no config.json in it"))
     try:
         return AutoConfig.from_pretrained(source.location, **source.pretrained_kwargs())
-    except (OSError, ValueError) as error:
-        raise _unavailable(source, error) from error
+    except CHECKPOINT_FILES_ERRORS as error:
+        raise _unavailable(source, error, "its config.json cannot be read") from error
 
 
-def _unavailable(source: ModelSource, error: Exception) -> ModelUnavailableError:
+def vlm_config(source: ModelSource):
+    """``load_config``, for a model that ``AutoModelForImageTextToText`` loads (a vision-language
+    model); else ``ModelUnavailableError`` naming the model and its type. No weights are read, so
+    this checks a checkpoint before anything loads."""
+    config = load_config(source)
+    remote = "AutoModelForImageTextToText" in (getattr(config, "auto_map", None) or {})
+    if config.model_type not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and not remote:
+        raise _unavailable(source, ValueError(f"its model_type {config.model_type!r} is not a vision-language "
+                                              "model that AutoModelForImageTextToText loads"))
+    return config
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _unavailable(source: ModelSource, error: Exception, what: str = "") -> ModelUnavailableError:
     if source.is_local:
-        hint = f"the directory {source.location!r} exists but is not a loadable checkpoint ({error})"
+        problem = f"{what}: {_one_line(error)}" if what else _one_line(error)
+        hint = f"the directory {source.location!r} exists but is not a loadable checkpoint ({problem})"
     elif (Path(source.location).expanduser().exists() or "/" not in source.location
           or source.location.startswith((".", "/", "~"))):
         hint = f"no checkpoint directory at {source.location!r}"

@@ -8,7 +8,7 @@ import torch
 
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.entry import ModelEntry
-from aerorl_ops.models.loading import ModelSource
+from aerorl_ops.models.loading import ModelSource, load_processor
 
 EMBEDDED_BUILDERS = {"tiny-qwen2-vl": build_tiny_qwen2vl}
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -21,3 +21,14 @@ def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = T
         location = str(EMBEDDED_BUILDERS[entry.embedded_name](Path(models_dir) / entry.embedded_name))
     return ModelSource(location=location, trust_remote_code=entry.trust_remote_code,
                        local_files_only=local_files_only, key=entry.key, backend=entry.backend)
+
+
+def check_local_model(entry: ModelEntry) -> None:
+    """``ModelUnavailableError`` (one line naming the folder) when ``entry`` is a local checkpoint
+    directory that cannot load: no or an unreadable ``config.json``, not a vision-language model, or
+    a processor that cannot be built. Reads the config and builds the processor, no weights, so
+    commands run it before anything loads; embedded models and hub ids are left to the load itself."""
+    if entry.embedded_name is not None or not Path(entry.source).expanduser().is_dir():
+        return
+    key = "" if entry.key == entry.source else entry.key  # a directory given by path is named once
+    load_processor(ModelSource(location=entry.source, trust_remote_code=entry.trust_remote_code, key=key))

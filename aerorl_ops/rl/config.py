@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from aerorl_ops.aerorl_compat import TRAINER_BACKENDS
+from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import (
     ALGORITHMS,
     KL_KINDS,
@@ -13,11 +14,13 @@ from aerorl_ops.config.training import (
     LOSS_AGG_MODES,
     QUANT_REF_BITS,
     REFERENCE_MODES,
+    group_size_problem,
+    reference_problem,
+    rollout_ranks_problem,
 )
 from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
-from aerorl_ops.models.entry import BACKENDS, VLLM_BACKEND
+from aerorl_ops.models.entry import BACKENDS
 
-GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo")
 ALGORITHM_FIELDS = ("kl_kind", "kl_placement", "loss_agg_mode", "ppo_epochs", "ppo_mini_batches", "clip_low",
                     "clip_high", "dual_clip_c", "entropy_coef", "gamma", "gae_lambda", "value_coef", "value_clip")
 """The fields that are the training settings of the same name, passed through unchanged."""
@@ -90,16 +93,15 @@ class AeroRLConfig:
     lora_dropout: float = DEFAULTS.lora_dropout
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first invalid field."""
+        """Raise ``ConfigError`` (a ``ValueError``) naming the first invalid field; the rules across
+        fields are ``config.training``'s, the same the settings file and the command line are held to."""
         if self.quant_ref_bits not in QUANT_REF_BITS:
-            raise ValueError(f"quant_ref_bits must be one of {{4, 8, 16}}, got {self.quant_ref_bits!r}")
+            raise ConfigError(f"quant_ref_bits must be one of {{4, 8, 16}}, got {self.quant_ref_bits!r}")
         if self.trainer_backend not in TRAINER_BACKENDS:
-            raise ValueError(f"trainer_backend must be one of {TRAINER_BACKENDS}, got {self.trainer_backend!r}")
+            raise ConfigError(f"trainer_backend must be one of {TRAINER_BACKENDS}, got {self.trainer_backend!r}")
         if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
-        _require(self.group_size >= 2 if self.algorithm in GROUP_ALGORITHMS else self.group_size >= 1, "group_size",
-                 self.group_size, f">= 2 for {'/'.join(GROUP_ALGORITHMS)} (advantages are relative within a group), "
-                 ">= 1 otherwise")
+            raise ConfigError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        _require_rule(group_size_problem(self.algorithm, self.group_size))
         _require(self.grad_accumulation >= 1, "grad_accumulation", self.grad_accumulation, ">= 1")
         _require(self.max_nonfinite_steps >= 1, "max_nonfinite_steps", self.max_nonfinite_steps, ">= 1")
         _require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, ">= 1")
@@ -150,19 +152,20 @@ class AeroRLConfig:
         _require(isinstance(self.lora_target_modules, str) and bool(self.lora_target_modules.strip()),
                  "lora_target_modules", self.lora_target_modules, "'all-linear' or comma-separated module names")
         _require(self.reference in REFERENCE_MODES, "reference", self.reference, f"one of {REFERENCE_MODES}")
-        _require(self.reference != "lora_base" or self.lora_rank > 0, "reference", self.reference,
-                 "'quantized' when lora_rank = 0 ('lora_base' is the LoRA policy with its adapters disabled: "
-                 "set lora_rank > 0)")
+        _require_rule(reference_problem(self.reference, self.lora_rank))
 
 
 def check_rollout_ranks(rollout_backend: str, ranks: int) -> None:
-    """vLLM rollouts run one engine in the one training process; an engine per rank is not supported yet."""
-    if rollout_backend == VLLM_BACKEND and ranks > 1:
-        raise ValueError(f'rollout_backend = "vllm" needs nproc_per_node = 1, got {ranks} training processes '
-                         '(one vLLM engine per rank is not supported yet): set nproc_per_node = 1, or '
-                         'rollout_backend = "hf" to train on several ranks')
+    """``ConfigError`` unless ``ranks`` training processes can sample with ``rollout_backend``
+    (``config.training.rollout_ranks_problem``)."""
+    _require_rule(rollout_ranks_problem(rollout_backend, ranks), prefix="")
 
 
 def _require(ok: bool, name: str, value: object, expectation: str) -> None:
     if not ok:
-        raise ValueError(f"AeroRLConfig.{name} must be {expectation}, got {value!r}")
+        raise ConfigError(f"AeroRLConfig.{name} must be {expectation}, got {value!r}")
+
+
+def _require_rule(problem: str | None, prefix: str = "AeroRLConfig.") -> None:
+    if problem is not None:
+        raise ConfigError(f"{prefix}{problem}")

@@ -2,20 +2,27 @@
 
 Shared by the ``rl_run`` asset and ``benchmarks/bench_training.py``. ``settings`` is a
 ``TrainingSettings``, or any object with its field names (the asset's run config).
+:func:`check_training_inputs` resolves all of them (and the base model's folder) without loading
+a model: ``aerorl train`` runs it before the training job starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aerorl_ops.config.curriculum import parse_curriculum
+from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.evaluation import EvalSettings
+from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.configured import env_kwargs
 from aerorl_ops.envs.registry import ENVIRONMENTS, make_env
+from aerorl_ops.evaluator.inputs import model_entry
+from aerorl_ops.models.sources import check_local_model
 from aerorl_ops.rl.config import ALGORITHM_FIELDS, MODEL_FIELDS, AeroRLConfig, check_rollout_ranks
+from aerorl_ops.rl.distributed import check_data_parallel
 from aerorl_ops.rl.training_run import TrainingPlan
 
 TRAIN_SEED_OFFSET = 1000
@@ -62,12 +69,14 @@ def training_environments(settings: TrainingSettings, seed: int,
     ``env`` / ``eval_env`` (empty: ``env``) name a registry kind, whose ``train_split`` /
     ``eval_split`` is used, else one of ``datasets`` (the config's ``[datasets.<name>]``), which
     brings its own kind, path, split and settings (a kind wins over a dataset of the same name);
-    ``train_limit`` (when > 0) and ``eval_size`` replace its limit. An unknown name is an error
-    listing both kinds and datasets.
+    ``train_limit`` (when > 0) and ``eval_size`` replace its limit. An unknown name is a
+    ``ConfigError`` listing both kinds and datasets; so is a curriculum naming a question type the
+    training environment does not have (listing those it has).
     """
     configured = {dataset.name: dataset for dataset in datasets}
     train = _environment(settings.env, configured, settings.train_split, settings.train_limit or None,
                          seed + TRAIN_SEED_OFFSET)
+    check_curriculum_types(parse_curriculum(settings.curriculum), train)
     held_out = _environment(settings.eval_env or settings.env, configured, settings.eval_split, settings.eval_size,
                             EVAL_SAMPLE_SEED)
     return train, held_out
@@ -82,15 +91,60 @@ def validation_environment(settings: TrainingSettings, datasets: Sequence[Datase
     return _environment(name, {}, settings.validation_split, settings.sampled_eval_size, EVAL_SAMPLE_SEED)
 
 
+def check_curriculum_types(stages: Sequence[CurriculumStage], env: TaskEnv) -> None:
+    """``ConfigError`` when a stage names a question type that no item of ``env`` has (a typo would
+    otherwise quietly train on the stage's other types)."""
+    if not stages:
+        return
+    types = {env.question_type(index) for index in range(len(env))} - {None}
+    for number, stage in enumerate(stages, start=1):
+        unknown = [kind for kind in stage.focus_types if kind not in types]
+        if unknown:
+            raise ConfigError(f"training curriculum stage {number} (until step {stage.until_step}) names question "
+                              f"types {unknown} that environment {env.name!r} does not have; its types: "
+                              f"{', '.join(sorted(types)) or 'none (its items have no question type)'}")
+
+
+def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, where: str) -> None:
+    """Every input of a run of ``settings`` (with the config file ``bench``) resolved, no model
+    loaded: the rules across settings, the split of every update over ``nproc_per_node`` ranks, the
+    algorithm's settings, the schedules and curriculum, the base model (a ``[models]`` key, or a
+    checkpoint folder with a VLM's config and processor) and the environments (names, splits, the
+    curriculum's question types). ``ConfigError`` (or ``ModelUnavailableError`` for the base
+    model's folder), one line, naming ``where``."""
+    settings.check_rules(where)
+    try:
+        check_data_parallel(settings.nproc_per_node, settings.grad_accumulation, settings.ppo_mini_batches,
+                            settings.prompts_per_step * settings.group_size,
+                            settings.warmup_batch_size if settings.warmup_steps else 0)
+    except ValueError as error:  # what the ranks' launch would refuse
+        raise ConfigError(f"{where}: {error}") from error
+    try:
+        rl_config_of(settings)
+        training_plan_of(settings, bench.eval)
+        check_local_model(model_entry(settings.base_model, bench, "base_model"))
+        training_environments(settings, bench.seed + settings.seed, bench.datasets)
+        validation_environment(settings, bench.datasets)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from error
+
+
 def _environment(name: str, configured: dict[str, DatasetSettings], split: str, limit: int | None,
                  seed: int) -> TaskEnv:
     if name not in ENVIRONMENTS and name in configured:
         dataset = configured[name]
         kwargs = env_kwargs(dataset)
         kwargs.update(limit=limit or dataset.limit or None, seed=seed)
-        return make_env(dataset.kind, **kwargs)
-    if name not in ENVIRONMENTS:
-        raise ValueError(f"training environment {name!r} is neither an environment kind "
-                         f"({', '.join(sorted(ENVIRONMENTS))}) nor a configured dataset "
-                         f"({', '.join(sorted(configured)) or 'none'})")
-    return make_env(name, split=split, limit=limit, seed=seed)
+        kind, where = dataset.kind, f"training environment {name!r} (dataset of kind {dataset.kind})"
+    elif name in ENVIRONMENTS:
+        kind, kwargs, where = name, {"split": split, "limit": limit, "seed": seed}, f"training environment {name!r}"
+    else:
+        raise ConfigError(f"training environment {name!r} is neither an environment kind "
+                          f"({', '.join(sorted(ENVIRONMENTS))}) nor a configured dataset "
+                          f"({', '.join(sorted(configured)) or 'none'})")
+    try:
+        return make_env(kind, **kwargs)
+    except (ValueError, FileNotFoundError) as error:
+        if isinstance(error, ConfigError):
+            raise
+        raise ConfigError(f"{where}: {error}") from error

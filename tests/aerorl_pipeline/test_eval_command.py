@@ -39,7 +39,7 @@ baseline = "tiny"
     (["--dataset", "mnist"], "unknown dataset 'mnist'"),
     (["--split", "dev"], "unknown split 'dev'"),
     (["--samples", "2", "--k", "4"], "k=4 exceeds samples=2"),
-    (["--n", "0"], "setting 'eval.n' must be a positive integer"),
+    (["--n", "0"], "aerorl eval: setting '--n' must be a positive integer"),
 ])
 def test_bad_input_is_a_configuration_error_that_names_it(config, tmp_path, capsys, monkeypatch, flags, message):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never_created"))
