@@ -3,8 +3,10 @@
 
 A worker is ``celery -A dagster_celery.app worker`` with the app's settings in a generated
 ``dagster_celery_config`` module (dagster-celery's own way to configure its app), one step at a
-time (``--concurrency 1``). Partition workers serve the ``dagster`` queue; the one report writer
-serves ``duckdb_writer`` on the machine that holds the database.
+time (``--concurrency 1``, and with the app's ``worker_prefetch_multiplier = 1`` and ``task_acks_late``
+a busy worker reserves no second step). Partition workers serve the ``dagster`` queue; the one report
+writer serves ``duckdb_writer`` on the machine that holds the database. A local set is handed over only
+once every worker answers a ping, so the first steps find every worker consuming, not the first to start.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +24,8 @@ from assets.project import CONFIG_ENV
 
 CONFIG_MODULE = "dagster_celery_config"
 STOP_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 180.0
+"""How long local workers may take to start (imports of torch and dagster on a loaded machine)."""
 
 
 def write_worker_config(app: CeleryApp, folder: Path) -> Path:
@@ -61,9 +66,32 @@ def local_workers(app: CeleryApp, partition_workers: int, log_dir: Path,
             log = (log_dir / f"{name}.log").open("w")
             workers.append(subprocess.Popen(worker_command(name, queue), env=env, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True))
+        wait_until_ready(app, [name for name, _ in names], workers, log_dir)
         yield workers
     finally:
         stop_workers(workers)
+
+
+def wait_until_ready(app: CeleryApp, names: Sequence[str], workers: Sequence[subprocess.Popen], log_dir: Path,
+                     timeout_s: float = READY_TIMEOUT_S) -> None:
+    """Return once every worker of ``names`` answers a ping; a worker that exits or stays silent past
+    ``timeout_s`` raises, naming its log."""
+    from celery import Celery
+
+    control = Celery(broker=app.broker, backend=app.backend)
+    control.conf.update(app.config_source)
+    deadline = time.monotonic() + timeout_s
+    waiting = set(names)
+    while waiting:
+        for name, worker in zip(names, workers, strict=True):
+            if worker.poll() is not None:
+                raise RuntimeError(f"Celery worker {name} exited with {worker.returncode} while starting: see "
+                                   f"{log_dir / f'{name}.log'}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Celery workers {', '.join(sorted(waiting))} did not answer within {timeout_s:g} s: "
+                               f"see their logs in {log_dir}")
+        for reply in control.control.ping(timeout=1.0):
+            waiting -= {worker.split("@")[0] for worker in reply}
 
 
 def stop_workers(workers: Sequence[subprocess.Popen]) -> None:

@@ -8,6 +8,11 @@ the file named by ``$AERORL_CONFIG`` (``aerorl dev --config FILE`` sets it) when
 
 from __future__ import annotations
 
+from aerorl_ops.quiet import quiet_known_logs
+
+quiet_known_logs()  # before the imports below: bitsandbytes logs one of the known lines as it loads
+# ruff: noqa: E402
+
 import os
 from collections.abc import Mapping
 from pathlib import Path

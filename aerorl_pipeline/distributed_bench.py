@@ -21,6 +21,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.envs.configured import load_config
+from aerorl_ops.storage.database_check import check_report_database
 from assets.project import DUCKDB_PATH
 from assets.resources import ModelRuntime, default_resources
 
@@ -98,7 +99,9 @@ def failure_text(result: dg.JobExecutionResult) -> str:
 def run_partitions(config_path: str | Path, resources: BenchResources, instance: dg.DagsterInstance,
                    partition_keys: Sequence[str], tags: Mapping[str, str], run_config: Mapping,
                    parallel: int) -> list[PartitionOutcome]:
-    """Each partition's run, at most ``parallel`` at once; outcomes in ``partition_keys`` order."""
+    """Each partition's run, at most ``parallel`` at once; outcomes in ``partition_keys`` order. A damaged
+    report database stops them before any starts (``DamagedDatabaseError``)."""
+    check_report_database(resources.database)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(partition_keys))), mp_context=context) as pool:
         futures = [pool.submit(run_partition, str(config_path), resources, instance.get_ref(), str(key), dict(tags),

@@ -3,7 +3,8 @@
 The venv has DuckDB's Python package but no ``duckdb`` command; this is the command. The
 database (``reports/aerorl.duckdb`` unless ``--database`` says otherwise) is opened read-only,
 so a query can never change a report, and a failing query or a missing database exits with a
-message that names the database.
+message that names the database. While a writer holds the database (DuckDB lets one process write,
+and then no other may open it), the query waits for it, up to ``LOCK_WAIT_S`` seconds.
 
 Output: an aligned text table (NULL shown as ``NULL``), or CSV with a header row (NULL as an
 empty field), or a JSON array with one object per row (NULL as ``null``, timestamps in ISO 8601).
@@ -16,13 +17,23 @@ import csv
 import io
 import json
 import math
+import re
 import sys
+from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
+from time import monotonic, sleep
 from typing import NamedTuple
 
 import duckdb
+
+LOCK_WAIT_S = 5.0
+"""How long a query waits for a writer's lock on the database to go (a report being written)."""
+LOCKED = "Could not set lock on file"
+"""DuckDB's error when another process holds the database for writing."""
+FIRST_RETRY_S = 0.05
+LONGEST_RETRY_S = 1.0
 
 
 class SqlError(Exception):
@@ -35,12 +46,15 @@ class QueryResult(NamedTuple):
     types: tuple[str, ...] = ()  # DuckDB type names, e.g. "VARCHAR", "JSON"
 
 
-def run_query(database: Path, sql: str) -> QueryResult:
-    """Run ``sql`` on ``database`` opened read-only; its last statement's result."""
+def run_query(database: Path, sql: str, lock_wait_s: float | None = None,
+              pause: Callable[[float], None] = sleep) -> QueryResult:
+    """Run ``sql`` on ``database`` opened read-only; its last statement's result. A writer's lock is
+    waited for up to ``lock_wait_s`` seconds (``LOCK_WAIT_S`` by default), retrying with backoff
+    (``pause`` sleeps between tries)."""
     if not database.is_file():
         raise SqlError(f"no report database at {database}: run `aerorl bench` first, or pass --database PATH")
     try:
-        with duckdb.connect(str(database), read_only=True) as conn:
+        with connect_when_unlocked(database, LOCK_WAIT_S if lock_wait_s is None else lock_wait_s, pause) as conn:
             cursor = conn.execute(sql)
             if cursor.description is None:  # a statement without a result (SET, PRAGMA ...)
                 return QueryResult((), [])
@@ -48,6 +62,27 @@ def run_query(database: Path, sql: str) -> QueryResult:
                                tuple(str(column[1]) for column in cursor.description))
     except duckdb.Error as error:
         raise SqlError(f"query failed on {database}: {error}") from error
+
+
+def connect_when_unlocked(database: Path, lock_wait_s: float,
+                          pause: Callable[[float], None]) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to ``database``, retried while a writer holds it, until ``lock_wait_s``."""
+    deadline = monotonic() + lock_wait_s
+    delay = FIRST_RETRY_S
+    while True:
+        try:
+            return duckdb.connect(str(database), read_only=True)
+        except duckdb.Error as error:
+            if LOCKED not in str(error):
+                raise
+            left = deadline - monotonic()
+            if left <= 0:
+                holder = re.search(r"held in (.*?)\. See also", str(error))
+                raise SqlError(f"{database} is locked by a writer ({holder.group(1) if holder else 'another process'})"
+                               f" and stayed locked for {lock_wait_s:g} s: run the query again when its write "
+                               "ends") from error
+            pause(min(delay, left))
+            delay = min(2 * delay, LONGEST_RETRY_S)
 
 
 def _text(value: object) -> str:

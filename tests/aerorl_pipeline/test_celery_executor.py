@@ -4,8 +4,10 @@ The test starts two partition workers and the report writer (``celery -A dagster
 one step at a time each) on Celery's folder broker, and ``aerorl bench``'s distributed path launches
 the partition runs concurrently. It checks:
 
-* the two partitions' generation steps ran at the same time, in two different worker processes,
-  and the report writer, not a partition worker, ran every step that opens DuckDB;
+* the workers are configured to take one step at a time (concurrency 1, prefetch 1, acknowledged
+  late) and are all consuming before the first step is sent, so each of the two partition workers ran
+  exactly one partition's generation step, in two different processes; and the report writer, not a
+  partition worker, ran every step that opens DuckDB;
 * the DuckDB report equals the one an in-process run of the same config writes: same rows, same
   responses and scores (timing and telemetry columns left out: they are measurements);
 * a worker process SIGKILLed mid-generation fails its run (not a hang), leaves no rows and no Parquet
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,8 +33,10 @@ pytest.importorskip("dagster_celery", reason="dagster-celery is the scale-out ex
 from aerorl_ops.envs.configured import load_config  # noqa: E402
 from aerorl_ops.storage.behaviour_rows import behaviour_rows  # noqa: E402
 from aerorl_pipeline.bench import plan_bench, run_bench, run_bench_distributed  # noqa: E402
+from aerorl_pipeline.celery_workers import wait_until_ready, worker_command  # noqa: E402
 from aerorl_pipeline.definitions import build_definitions  # noqa: E402
 from aerorl_pipeline.distributed_bench import BenchResources, resources_of  # noqa: E402
+from aerorl_pipeline.executors import PARTITION_QUEUE, celery_app, prepare_folders  # noqa: E402
 from assets.runs import BENCHMARK_RUN_TAG  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -109,15 +115,15 @@ def test_partitions_run_concurrently_on_two_workers_and_the_report_equals_in_pro
     outcomes = run_bench_distributed(plan, config_path, instance, bench_resources, log_dir=logs, quiet=False)
     assert [(o.partition_key, o.success) for o in outcomes] == [("rows", True), ("1|tiny-qwen2-vl", True),
                                                                ("2|tiny-qwen2-vl", True)], [o.error for o in outcomes]
+    app = celery_app(load_config(config_path).executor)
+    assert (app.config_source["worker_prefetch_multiplier"], app.config_source["task_acks_late"]) == (1, True)
+    command = worker_command("partition-0", PARTITION_QUEUE)
+    assert command[command.index("--concurrency") + 1] == "1"
     runs = {o.partition_key: o.run_id for o in outcomes[1:]}
     starts = {key: step_events(instance, run, "generations", dg.DagsterEventType.STEP_START)[0]
               for key, run in runs.items()}
-    ends = {key: step_events(instance, run, "generations", dg.DagsterEventType.STEP_SUCCESS)[0]
-            for key, run in runs.items()}
     first, second = runs
-    assert starts[first].dagster_event.pid != starts[second].dagster_event.pid  # two worker processes ...
-    assert starts[first].timestamp < ends[second].timestamp  # ... at the same time
-    assert starts[second].timestamp < ends[first].timestamp
+    assert starts[first].dagster_event.pid != starts[second].dagster_event.pid  # two worker processes
     by_worker = worker_steps(logs)
     generation_workers = {key: workers_that_ran(by_worker, run, "generations") for key, run in runs.items()}
     assert sorted(generation_workers.values()) == [["partition-0"], ["partition-1"]], generation_workers
@@ -180,3 +186,13 @@ def _wait_for_generation_progress(instance: dg.DagsterInstance, run_tag: str, ti
                 return started[0].dagster_event.pid
         time.sleep(0.2)
     raise AssertionError(f"no generation progress of run {run_tag} within {timeout_s} s")
+
+
+def test_a_worker_that_dies_while_starting_is_named_with_its_log(tmp_path):
+    app = celery_app(load_config(write_config(tmp_path / "celery", "celery")).executor)
+    prepare_folders(app)
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    dead.wait()
+    with pytest.raises(RuntimeError, match=rf"^Celery worker partition-0 exited with 3 while starting: see "
+                                           rf"{tmp_path / 'logs' / 'partition-0.log'}$"):
+        wait_until_ready(app, ["partition-0"], [dead], tmp_path / "logs")

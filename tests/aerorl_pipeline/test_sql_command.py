@@ -5,13 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from aerorl_pipeline import sql as sql_module
 from aerorl_pipeline.cli import main
+from aerorl_pipeline.sql import FIRST_RETRY_S, run_query
 
 QUERY = "SELECT model_key, batch_size, pass_rate, note, settings, created_at FROM summary ORDER BY batch_size"
 
@@ -106,3 +110,56 @@ def test_csv_and_json_cannot_be_combined(capsys, database):
         main(["sql", "SELECT 1", "--csv", "--json", "--database", str(database)])
     assert exit_info.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+WRITER = """
+import sys
+import duckdb
+conn = duckdb.connect(sys.argv[1])  # read-write: DuckDB's lock, no other process may open the file
+print("locked", flush=True)
+sys.stdin.readline()
+conn.close()
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def writer(database):
+    """Another process holding ``database`` for writing until the test tells it to let go."""
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(database)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "locked\n"
+    yield process
+    process.kill()
+    process.wait()
+
+
+def release(process: subprocess.Popen) -> None:
+    process.stdin.write("\n")
+    process.stdin.flush()
+    assert process.stdout.readline() == "released\n"
+
+
+def test_a_query_during_a_writers_hold_waits_for_it_and_succeeds(database, writer):
+    pauses = []
+
+    def pause(seconds: float) -> None:  # the first retry finds the lock; the writer lets go before the next
+        pauses.append(seconds)
+        if len(pauses) == 1:
+            release(writer)
+
+    result = run_query(database, "SELECT count(*) AS n FROM summary", lock_wait_s=60.0, pause=pause)
+    assert result.rows == [(2,)]
+    assert pauses == [FIRST_RETRY_S]
+
+
+def test_a_writers_hold_that_outlasts_the_wait_fails_with_one_line_naming_the_lock(capsys, database, writer,
+                                                                                    monkeypatch):
+    monkeypatch.setattr(sql_module, "LOCK_WAIT_S", 0.5)
+    code, out, err = sql(capsys, "SELECT count(*) FROM summary", "--database", str(database))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"aerorl sql: {database} is locked by a writer (")
+    assert f"(PID {writer.pid})) and stayed locked for 0.5 s: run the query again when its write ends" in err
+    assert err.count("\n") == 1
+
