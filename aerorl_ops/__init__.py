@@ -8,6 +8,11 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS: dict[str, str] = {
+    "AeroRLConfig": "aerorl_ops.aerorl:AeroRLConfig",
+    "AeroRLTrainer": "aerorl_ops.aerorl:AeroRLTrainer",
+    "wrap_vlm_for_rl": "aerorl_ops.aerorl:wrap_vlm_for_rl",
+    "create_quantized_reference_runtime": "aerorl_ops.aerorl:create_quantized_reference_runtime",
+    "masked_cross_entropy_loss": "aerorl_ops.losses:masked_cross_entropy_loss",
     "RewardContext": "aerorl_ops.rewards.context:RewardContext",
     "RewardResult": "aerorl_ops.rewards.context:RewardResult",
     "RewardFunction": "aerorl_ops.rewards.context:RewardFunction",
@@ -27,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate_table": "aerorl_ops.rewards.columnar.evaluate:evaluate_table",
     "read_replay": "aerorl_ops.replay.reader:read_replay",
     "iter_replay_records": "aerorl_ops.replay.reader:iter_replay_records",
-    "ReplayFormatError": "aerorl_ops.rewards.records:ReplayFormatError",
+    "ReplayFormatError": "aerorl_ops.rewards.replay_lines:ReplayFormatError",
     "anls": "aerorl_ops.metrics:anls",
     "relaxed_accuracy": "aerorl_ops.metrics:relaxed_accuracy",
 }

@@ -13,7 +13,6 @@ from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.presets import PRESETS, preset_overrides
 from aerorl_ops.config.rewards import RewardSettings
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs.configured import load_config
 from aerorl_ops.quiet import quiet_known_logs
 from aerorl_pipeline.settings_flags import (
     add_setting_flags,
@@ -22,7 +21,7 @@ from aerorl_pipeline.settings_flags import (
     flag_values,
     input_error_in,
 )
-from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
+from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV, load_config
 
 CONFIG_COMMANDS = ("bench", "train", "eval", "dev", "worker")
 """The commands that read the settings file (``--config``)."""
@@ -66,7 +65,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aerorl_ops.rl.from_settings import check_training_inputs
+    from aerorl_ops.rl.run_inputs import check_training_inputs
 
     settings = flag_values(args, args.training_flags)
     if args.preset:  # the preset replaces the file's values; a flag given with another value wins

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from aerorl_ops.envs.configured import load_config
 from aerorl_pipeline.executors import benchmark_executor
 from aerorl_pipeline.jobs import build_benchmark_job, evaluation_job, training_job
 from aerorl_pipeline.schedules import build_nightly_schedule
@@ -30,7 +29,7 @@ from assets.benchmark.reports import build_benchmark_report
 from assets.benchmark.scoring import build_reward_scores
 from assets.datasets.rows import build_rows_assets
 from assets.evaluation.eval_run import build_eval_run
-from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV
+from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV, load_config
 from assets.resources import default_resources
 from assets.training.checks import rl_run_reward_hacking
 from assets.training.rl_run import build_rl_run

@@ -20,9 +20,8 @@ from pathlib import Path
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from aerorl_ops.envs.configured import load_config
 from aerorl_ops.storage.database_check import check_report_database
-from assets.project import DUCKDB_PATH
+from assets.project import DUCKDB_PATH, load_config
 from assets.resources import ModelRuntime, default_resources
 
 PARTITION_TAG = "dagster/partition"

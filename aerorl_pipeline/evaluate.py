@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 def check_inputs(args: argparse.Namespace) -> EvalSettings:
     """The eval settings of the command line, with the models and the dataset resolved (else ConfigError)."""
-    from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings, model_entry
+    from aerorl_ops.config.benchmark import model_entry
+    from aerorl_ops.envs.configured import dataset_env, dataset_settings
     from aerorl_ops.models.sources import check_local_model
 
     settings = checked_flags(EvalSettings, "eval", "eval", flag_values(args, args.eval_flags))

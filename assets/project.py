@@ -6,8 +6,9 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from aerorl_ops.config.benchmark import BenchmarkConfig
-from aerorl_ops.envs.configured import load_config
+from aerorl_ops.config.benchmark import BenchmarkConfig, load_benchmark_config
+from aerorl_ops.config.dataset_kinds import check_datasets
+from aerorl_ops.envs.registry import dataset_kinds
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK_CONFIG_PATH = PROJECT_ROOT / "config" / "benchmark.toml"
@@ -16,6 +17,12 @@ CONFIG_ENV = "AERORL_CONFIG"
 DATA_DIR = PROJECT_ROOT / "data"
 REPORTS_DIR = PROJECT_ROOT / "reports"
 DUCKDB_PATH = REPORTS_DIR / "aerorl.duckdb"
+
+
+def load_config(path: Path) -> BenchmarkConfig:
+    """How the project reads a config file: ``load_benchmark_config``, then every ``[datasets.<name>]``
+    table checked against the environment registry's kinds (``check_datasets``)."""
+    return check_datasets(load_benchmark_config(path), dataset_kinds())
 
 
 @cache

@@ -50,11 +50,11 @@ def main() -> int:
 
     import dagster as dg
 
-    from aerorl_ops.envs.configured import load_config
     from aerorl_ops.storage.behaviour_rows import behaviour_rows
     from aerorl_pipeline.bench import plan_bench, run_bench, run_bench_distributed
     from aerorl_pipeline.definitions import build_definitions
     from aerorl_pipeline.distributed_bench import BenchResources, resources_of
+    from assets.project import load_config
 
     with tempfile.TemporaryDirectory(prefix="bench-distributed-") as scratch:
         timings, reports = {}, {}

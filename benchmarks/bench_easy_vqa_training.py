@@ -1,6 +1,6 @@
 """Issue 11's two training targets on easy-VQA, 3 seeds each: curves, gains, control and prior.
 
-Each run is the pipeline's own training (``rl.from_settings`` + ``rl.training_run.run_training``,
+Each run is the pipeline's own training (``rl.run_inputs`` + ``rl.training_run.run_training``,
 what ``aerorl train`` runs) on the embedded tiny Qwen2-VL, on CPU:
 
 * ``rl``  (``aerorl train``, the defaults): a short supervised warm-up, then GRPO against the int8
@@ -36,9 +36,9 @@ from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.presets import preset_overrides
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of
-from aerorl_ops.rl.held_out import EvalResult
+from aerorl_ops.rl.run_inputs import training_environments
 from aerorl_ops.rl.training_run import run_training
 
 TARGETS = {"rl": None, "see": "see"}
@@ -71,7 +71,7 @@ def eval_record(target: str, seed: int, evaluation: EvalResult) -> dict[str, obj
 
 def run_one(target: str, seed: int, base: str, work: Path, log: Path, smoke: bool, device: str) -> list[dict]:
     settings = settings_of(target, seed, smoke)
-    config, plan = rl_config_of(settings), training_plan_of(settings)
+    settings.check_rules("bench_easy_vqa_training")
     train_env, held_out = training_environments(settings, seed)
     records: list[dict] = []
 
@@ -82,11 +82,11 @@ def run_one(target: str, seed: int, base: str, work: Path, log: Path, smoke: boo
             handle.write(json.dumps(record) + "\n")
         print_curve_row(record)
 
-    print(f"\n== target {target}, seed {seed}: {plan.warmup_steps} supervised + {plan.rl_steps} "
-          f"{config.algorithm} steps, curriculum {settings.curriculum or 'none'}, held-out {len(held_out)}")
+    print(f"\n== target {target}, seed {seed}: {settings.warmup_steps} supervised + {settings.steps} "
+          f"{settings.algorithm} steps, curriculum {settings.curriculum or 'none'}, held-out {len(held_out)}")
     print(f"{'phase':>15} {'step':>5} {'train_s':>8} {'accuracy':>18} " + " ".join(f"{t:>8}" for t in TYPES))
     started = time.perf_counter()
-    result = run_training(base, work / f"{target}-s{seed}", config, plan, train_env, held_out,
+    result = run_training(base, work / f"{target}-s{seed}", settings, train_env, held_out,
                           list(range(len(held_out))), device=device, on_eval=on_eval, resume=False)
     summary = {"target": target, "seed": seed, "phase": "run", "wall_s": round(time.perf_counter() - started, 1),
                "rl_train_s": round(sum(s.step_s for s in result.steps if s.phase != "warmup"), 1),

@@ -56,12 +56,12 @@ def main() -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from aerorl_ops.envs.configured import load_config
-    from aerorl_ops.evaluation.sampling import SamplingSetting
-    from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings
-    from aerorl_ops.evaluator.runner import evaluate_model
+    from aerorl_ops.envs.configured import dataset_env, dataset_settings
+    from aerorl_ops.eval_metrics.sampling import SamplingSetting
+    from aerorl_ops.eval_runner.runner import evaluate_model
     from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
     from aerorl_ops.models.loading import ModelSource, load_vlm
+    from assets.project import load_config
 
     config = load_config(ROOT / "config" / "benchmark.toml")
     settings = config.eval

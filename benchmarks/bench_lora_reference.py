@@ -30,12 +30,11 @@ from typing import NamedTuple
 import torch
 from quiet_logs import quiet_model_logs
 
-from aerorl_ops.config.training import TRAINING_DEFAULTS
-from aerorl_ops.envs import make_env
+from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.embedded_default import TinyQwen2VLSpec, build_tiny_qwen2vl
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.runtimes import LoraBaseReference, wrap_vlm_for_rl
-from aerorl_ops.rl.trainer import AeroRLTrainer
+from aerorl_ops.rl.runtimes import LoraBaseReference, policy_and_reference
+from aerorl_ops.rl.trainer import RLTrainer
 
 LARGER = TinyQwen2VLSpec(hidden_size=512, intermediate_size=1536, num_layers=4, num_attention_heads=8,
                          num_key_value_heads=4, vision_embed_dim=256, vision_depth=4, vision_heads=4)
@@ -69,10 +68,10 @@ def module_bytes(model: torch.nn.Module) -> int:
     return tensor_bytes(list(model.parameters()) + list(model.buffers()))
 
 
-def measure(model_dir: Path, config: AeroRLConfig, steps: int, prompts: int, device: str) -> Measured:
+def measure(model_dir: Path, config: TrainingSettings, steps: int, prompts: int, device: str) -> Measured:
     env = make_env(TRAINING_DEFAULTS.env, split=TRAINING_DEFAULTS.train_split, limit=256, seed=config.seed)
-    policy, reference = wrap_vlm_for_rl(str(model_dir), config, device=device)
-    trainer = AeroRLTrainer(config, policy)
+    policy, reference = policy_and_reference(str(model_dir), config, device=device)
+    trainer = RLTrainer(config, policy)
     reference.anchor(str(model_dir), rl_start=True)
     trainer.reference = reference
     times = []
@@ -130,14 +129,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = Path(args.base_model) if args.base_model else build_tiny_qwen2vl(
             Path(scratch) / "model", LARGER if args.larger else TinyQwen2VLSpec())
-        base = AeroRLConfig(group_size=args.group_size)  # the pipeline's algorithm and kl_coef
+        base = TrainingSettings(group_size=args.group_size)  # the pipeline's algorithm and kl_coef
         print(f"model {model_dir.name if args.base_model else ('larger' if args.larger else 'embedded tiny')}; "
               f"{args.prompts} prompts x {args.group_size} replies, {base.algorithm}, kl_coef {base.kl_coef}, "
               f"LoRA rank {args.lora_rank} alpha {base.lora_alpha}; device {args.device}; median of {args.steps}\n")
         results: dict[str, Measured | str] = {}
         for name, (lora, mode, bits) in SETUPS.items():
             config = dataclasses.replace(base, lora_rank=args.lora_rank if lora else 0, reference=mode,
-                                         quant_ref_bits=bits)
+                                         quant_bits=bits)
             try:
                 results[name] = measure(model_dir, config, args.steps, args.prompts, args.device)
             except (RuntimeError, ValueError, ImportError) as error:  # e.g. no bitsandbytes kernel on this device

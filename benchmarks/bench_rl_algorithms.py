@@ -31,9 +31,9 @@ import torch
 from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.training import ALGORITHMS, TRAINING_DEFAULTS, TrainingSettings
-from aerorl_ops.evaluation.accuracy import Accuracy
+from aerorl_ops.eval_metrics.accuracy import Accuracy
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of
+from aerorl_ops.rl.run_inputs import training_environments
 from aerorl_ops.rl.training_run import TrainingResult, run_training
 
 LEARNED_AT = 2.0  # a gain beyond this many standard errors counts as learning
@@ -124,10 +124,10 @@ def print_summary(runs: list[RunSummary]) -> None:
 
 
 def run_one(settings: TrainingSettings, base: str, work: Path, device: str) -> RunSummary:
-    config, plan = rl_config_of(settings), training_plan_of(settings)
+    settings.check_rules("bench_rl_algorithms")
     train_env, held_out = training_environments(settings, settings.seed)
     started = time.perf_counter()
-    result = run_training(base, work / f"{settings.algorithm}-s{settings.seed}", config, plan, train_env, held_out,
+    result = run_training(base, work / f"{settings.algorithm}-s{settings.seed}", settings, train_env, held_out,
                           list(range(len(held_out))), device=device, resume=False)
     return summarize(settings.algorithm, settings.seed, result, time.perf_counter() - started)
 

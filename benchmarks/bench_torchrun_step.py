@@ -1,6 +1,6 @@
 """Seconds per RL step on 2 gloo ranks against 1 process, with the same global batch.
 
-Both runs are the trainer of ``rl_run`` (``rl.trainer.AeroRLTrainer``) on the embedded tiny Qwen2-VL on
+Both runs are the trainer of ``rl_run`` (``rl.trainer.RLTrainer``) on the embedded tiny Qwen2-VL on
 CPU, started the same way (one spawned process per rank, ``--threads`` torch threads each, a gloo
 process group only for 2 ranks): a supervised step, one untimed RL step, then ``--steps`` timed RL
 steps of ``--prompts`` prompts x ``--group-size`` replies in ``--accumulation`` micro-batches. The
@@ -27,13 +27,13 @@ import torch
 import torch.multiprocessing as mp
 from quiet_logs import quiet_model_logs
 
-from aerorl_ops.envs import make_env
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import SINGLE, from_environment
-from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler
-from aerorl_ops.rl.trainer import AeroRLTrainer
+from aerorl_ops.rl.trainer import RLTrainer
 
 
 def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argparse.Namespace, out: str) -> None:
@@ -43,10 +43,10 @@ def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argpa
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dp = from_environment(600, torch.device("cpu")) if world_size > 1 else SINGLE
-    config = AeroRLConfig(group_size=args.group_size, max_new_tokens=args.max_new_tokens, kl_coef=0.0,
-                          grad_accumulation=args.accumulation, seed=0)
-    policy, _ = wrap_vlm_for_rl(model_dir, config, device="cpu")
-    trainer = AeroRLTrainer(config, policy, dp=dp)
+    config = TrainingSettings(group_size=args.group_size, max_new_tokens=args.max_new_tokens, kl_coef=0.0,
+                              grad_accumulation=args.accumulation, seed=0)
+    policy, _ = policy_and_reference(model_dir, config, device="cpu")
+    trainer = RLTrainer(config, policy, dp=dp)
     env = make_env("easy_vqa", split="train", limit=256, seed=1)
     sampler = ItemSampler(env, 0)
     trainer.supervised_step(env, sampler.batch(0, args.prompts * args.group_size))

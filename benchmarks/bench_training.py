@@ -1,7 +1,7 @@
 """Evidence that training learns on easy-VQA, and what the quantized reference costs.
 
-Measured in one run of the pipeline's training settings (``TRAINING_DEFAULTS``, the same config,
-plan and environments as the ``rl_run`` asset; embedded tiny Qwen2-VL; CPU unless --device):
+Measured in one run of the pipeline's training settings (``TRAINING_DEFAULTS``, the same settings
+and environments as the ``rl_run`` asset; embedded tiny Qwen2-VL; CPU unless --device):
 1. held-out accuracy (greedy; n and binomial standard error) of the no-image prior, the base
    model, after the supervised warm-up, after RL (final) and of the supervised control trained for
    the RL phase's time; overall and per question type; the KL to the reference over the RL steps;
@@ -27,10 +27,11 @@ import torch.nn.functional as F
 from quiet_logs import quiet_model_logs
 
 from aerorl_ops.config.training import TRAINING_DEFAULTS
+from aerorl_ops.eval_runner.episodes import Sampling
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of
-from aerorl_ops.rl.rollout import Sampling, collect_rollout
+from aerorl_ops.rl.rollout import collect_rollout
+from aerorl_ops.rl.run_inputs import training_environments
 from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, reference_mode
 from aerorl_ops.rl.sequences import SequenceBatch, final_hidden_states
 from aerorl_ops.rl.training_run import TrainingResult, run_training
@@ -89,19 +90,19 @@ def main() -> None:
     settings = dataclasses.replace(defaults, warmup_steps=args.warmup_steps, steps=args.rl_steps,
                                    eval_size=args.eval_size, seed=args.seed,
                                    sampled_eval_size=0)  # MAYE's evals change no training, cost time
-    config, plan = rl_config_of(settings), training_plan_of(settings)
+    settings.check_rules("bench_training")
     train_env, held_out = training_environments(settings, settings.seed)
     work = Path(tempfile.mkdtemp(prefix="aerorl-bench-training-"))
     base = args.base_model or str(build_tiny_qwen2vl(work / "tiny-qwen2-vl"))
 
     started = time.perf_counter()
-    result = run_training(base, work / "run", config, plan, train_env, held_out, list(range(len(held_out))),
+    result = run_training(base, work / "run", settings, train_env, held_out, list(range(len(held_out))),
                           device=args.device, resume=False)
     elapsed = time.perf_counter() - started
-    print(f"== training on {settings.env} ({elapsed:.0f} s wall; {plan.warmup_steps} warm-up steps of "
-          f"{plan.warmup_batch_size} + {plan.rl_steps} {config.algorithm} steps of {plan.prompts_per_step}x"
-          f"{config.group_size}; {len(train_env)} training items, {len(held_out)} held-out; reference "
-          f"{reference_mode(config)}, kl_coef {config.kl_coef}; device {args.device}, "
+    print(f"== training on {settings.env} ({elapsed:.0f} s wall; {settings.warmup_steps} warm-up steps of "
+          f"{settings.warmup_batch_size} + {settings.steps} {settings.algorithm} steps of {settings.prompts_per_step}x"
+          f"{settings.group_size}; {len(train_env)} training items, {len(held_out)} held-out; reference "
+          f"{reference_mode(settings)}, kl_coef {settings.kl_coef}; device {args.device}, "
           f"torch threads {torch.get_num_threads()})")
     print_accuracy(result)
     rl_kl = [s.kl for s in result.steps if s.kl is not None]
@@ -118,8 +119,8 @@ def main() -> None:
     policy = load_vlm(ModelSource(str(result.final_checkpoint)), device)
     torch.manual_seed(settings.seed)
     prompts = list(range(min(ROLLOUT_PROMPTS, len(train_env))))
-    rollout = collect_rollout(policy, train_env, prompts, config.group_size, config.max_new_tokens,
-                              Sampling(config.temperature, config.top_k, config.top_p))
+    rollout = collect_rollout(policy, train_env, prompts, settings.group_size, settings.max_new_tokens,
+                              Sampling(settings.temperature, settings.top_k, settings.top_p))
     reference_logp = rollout_distributions(full.model, rollout.batches)  # [N, V]
     full_bytes = parameter_bytes(full.model)
     print(f"fp32 : {full_bytes / 2**20:8.3f} MiB parameters+buffers (1.00x)")
@@ -131,7 +132,7 @@ def main() -> None:
         kl = F.kl_div(q_logp, reference_logp, log_target=True, reduction="batchmean")
         print(f"{quantization.precision:5}: {q_bytes / 2**20:8.3f} MiB ({full_bytes / q_bytes:.2f}x smaller); "
               f"mean KL(fp32 || {quantization.precision}) over {reference_logp.shape[0]} rollout tokens "
-              f"({len(prompts)} prompts x {config.group_size}): {float(kl):.6f} per token")
+              f"({len(prompts)} prompts x {settings.group_size}): {float(kl):.6f} per token")
     print("note: embeddings, norms and the LM head stay unquantized; on the tiny model they are a large share "
           "of the parameters, so the ratios are far below 4x/8x. Linear layers shrink 4x (int8) and ~8x (nf4).")
 

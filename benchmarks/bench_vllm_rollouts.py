@@ -62,10 +62,10 @@ def main() -> int:
     from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
     from aerorl_ops.models.entry import GenerationBackend
     from aerorl_ops.rl import trainer as trainer_module
-    from aerorl_ops.rl.from_settings import rl_config_of, training_environments
-    from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+    from aerorl_ops.rl.run_inputs import training_environments
+    from aerorl_ops.rl.runtimes import policy_and_reference
     from aerorl_ops.rl.schedule import ItemSampler
-    from aerorl_ops.rl.trainer import AeroRLTrainer
+    from aerorl_ops.rl.trainer import RLTrainer
 
     quiet_model_logs(args.threads)
     settings = dataclasses.replace(TRAINING_DEFAULTS, kl_coef=0.0,
@@ -90,9 +90,9 @@ def main() -> int:
     trainer_module.sample_parts, VLLMSampler.sync_weights = timed_sample_parts, timed_sync
     results: dict[str, dict[str, object]] = {}
     for name in args.backends:
-        config = dataclasses.replace(rl_config_of(settings), rollout_backend=name)
-        policy, _ = wrap_vlm_for_rl(str(model_dir), config, device="cpu")
-        trainer = AeroRLTrainer(config, policy, rollout_engine=engine)
+        config = dataclasses.replace(settings, rollout_backend=name).check_rules("bench_vllm_rollouts")
+        policy, _ = policy_and_reference(str(model_dir), config, device="cpu")
+        trainer = RLTrainer(config, policy, rollout_engine=engine)
         items = ItemSampler(train_env, config.seed)
         steps = []
         for step in range(args.steps):

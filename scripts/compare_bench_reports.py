@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 
 from aerorl_ops.config.rewards import parse_rewards
-from aerorl_ops.generation.records import GENERATION_SCHEMA
+from aerorl_ops.generation.generations_table import GENERATION_SCHEMA
 from aerorl_ops.scoring.partition_scores import SCORE_SCHEMA, score_generations
 from aerorl_ops.storage.behaviour_rows import LATENCY_DEPENDENT, MEASURED, columns, rows
 

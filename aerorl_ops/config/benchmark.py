@@ -43,7 +43,7 @@ from aerorl_ops.models.entry import EMBEDDED_PREFIX, ModelEntry
 
 __all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "EvalSettings", "GenerationSettings",
            "RewardSettings", "TrainingSettings",
-           "load_benchmark_config", "parse_benchmark_config", "parse_rewards"]
+           "load_benchmark_config", "model_entry", "parse_benchmark_config", "parse_rewards"]
 
 EMBEDDED_MODELS = ("tiny-qwen2-vl",)
 SAFE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -198,3 +198,17 @@ def load_benchmark_config(path: Path) -> BenchmarkConfig:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"benchmark config {str(path)!r} is not valid TOML: {error}") from error
     return parse_benchmark_config(data, str(path), root=path.resolve().parent)
+
+
+def model_entry(name: str, config: BenchmarkConfig, role: str = "model") -> ModelEntry:
+    """``name`` as a model, the one place a model is named: a ``[models]`` key of ``config``, else an
+    existing checkpoint directory (``key`` and ``source`` are then its resolved path). Otherwise a
+    one-line ConfigError naming ``role``, ``name``, the config file and its model keys."""
+    if name in config.model_keys:
+        return config.model(name)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        resolved = str(path.resolve())
+        return ModelEntry(key=resolved, source=resolved)
+    raise ConfigError(f"{role} {name!r} is neither a model key of {config.path} ({', '.join(config.model_keys)}) "
+                      "nor a checkpoint directory")

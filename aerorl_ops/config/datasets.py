@@ -11,8 +11,8 @@ file's folder makes its row a rejection). Any other key is a setting of that kin
 [...]`` picks the ones the benchmark runs on (default: all of them, in file order).
 
 This module checks the shape of each table; that the kind exists and takes the settings is
-checked against the registry by ``aerorl_ops.envs.configured.check_datasets`` (the registry sits
-above this layer), which every config load in the project runs.
+checked against the registry's kinds by ``aerorl_ops.config.dataset_kinds.check_datasets``, which every
+config load in the project runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Evaluation settings (the ``[eval]`` table): what ``aerorl eval`` / the ``eval_run`` asset compares.
 
 A model and its baseline answer the same ``n`` questions of a configured dataset at MAYE's three
-sampling settings (``aerorl_ops.evaluation.sampling``): pass@``k`` from ``samples`` responses at
+sampling settings (``aerorl_ops.eval_metrics.sampling``): pass@``k`` from ``samples`` responses at
 temperature 1.0, pass@1 at temperature 0.6, and pass@1 near-greedy (or plain greedy with
 ``greedy = true``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from aerorl_ops.config.fields import ConfigError, boolean, integer, positive_int, setting, text, text_or_empty
-from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
+from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 
 _text_or_empty = text_or_empty("empty = the dataset's own split")
 

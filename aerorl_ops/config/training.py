@@ -1,17 +1,18 @@
 """Training settings (the ``[training]`` table): what ``aerorl train`` / the ``rl_run`` asset runs.
 
-The library's own training defaults (``AeroRLConfig``, ``TrainingPlan``) read theirs from here.
-Cross-setting rules (a GRPO group needs at least two samples, ...) are written once here, as
-``*_problem`` functions: ``TrainingSettings.check_rules`` runs them on the file's or the command
-line's settings before anything runs, and ``AeroRLConfig.validate`` on a run's config. Named sets
-of overrides live in ``config.presets``.
+One ``TrainingSettings`` travels from the file (or the command line, or the ``rl_run`` run config)
+to the trainer, the run and the run record. Each setting's own check runs where its value comes in
+(``fields.parse_section`` / ``fields.checked``); cross-setting rules (a GRPO group needs at least
+two samples, ...) are written once here, as ``*_problem`` functions that
+``TrainingSettings.check_rules`` runs once per run, before anything runs. Named sets of overrides
+live in ``config.presets``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aerorl_ops.config.curriculum import parse_curriculum
+from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
 from aerorl_ops.config.fields import (
     ConfigError,
     boolean,
@@ -233,6 +234,21 @@ class TrainingSettings:
             raise ConfigError(f"{where}: {problem}")
         return self
 
+    @property
+    def total_steps(self) -> int:
+        """Global steps of the run: the warm-up's, then RL's."""
+        return self.warmup_steps + self.steps
+
+    @property
+    def curriculum_stages(self) -> tuple[CurriculumStage, ...]:
+        return parse_curriculum(self.curriculum)
+
+    def episodes_after(self, steps: int) -> int:
+        """Training episodes seen after ``steps`` global steps: items of the supervised batches, then
+        sampled replies (prompts x group size) of the RL steps."""
+        warmup = min(steps, self.warmup_steps)
+        return warmup * self.warmup_batch_size + (steps - warmup) * self.prompts_per_step * self.group_size
+
 
 LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s")
 """How a run is launched, not what it trains (the same global batch trains the same policy on any
@@ -240,4 +256,4 @@ number of ranks): left out of the run id, so a run resumes whatever its launch."
 
 
 TRAINING_DEFAULTS = TrainingSettings()
-"""The defaults as one value, for library code whose own defaults read from here."""
+"""The defaults as one value, for code whose own defaults read from here (AeroRL's facade)."""

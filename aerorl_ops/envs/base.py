@@ -5,7 +5,7 @@ returns its state and observation; ``step(state, completion)`` grades the model'
 says whether the episode is done. Single-turn episodes end after one step; the ``state`` and
 ``observation`` fields of :class:`StepResult` leave room for multi-turn environments.
 
->>> from aerorl_ops.envs.exact_match import ExactMatchGrader
+>>> from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 >>> from aerorl_ops.envs.types import Completion, TaskData, TaskItem
 >>> item = TaskItem("q1", "demo", "test", "demo.jsonl", "2+2?", ("4",), (), ())
 >>> env = SingleTurnEnv("demo", TaskData([item]), ExactMatchGrader())

@@ -1,32 +1,38 @@
 """Configured datasets (``[datasets.<name>]``) as environments, and their items as benchmark rows.
 
-``check_datasets`` checks each table against the registry: the kind exists (else the error
-lists the known kinds) and takes the table's settings; every error names the config file and
-the setting. ``load_config`` reads a config file and runs that check: the project's commands and
-definitions load their config through it. ``dataset_rows`` builds a dataset's environment and
-turns its items into :class:`Row` s, one image per question (an item with another number of
-images is rejected with the reason), ``prompt`` being the text the environment shows with the
-image, so generation asks each dataset its own way. A dataset with no usable row raises the
-environment's ``NoUsableRowsError`` (a ``ConfigError`` holding the rejections).
+Names become environments here: ``dataset_settings`` finds a ``[datasets.<name>]`` table (an
+unknown name lists the configured ones), ``dataset_env`` builds its environment, and ``named_env``
+resolves a name that may be a registry kind or a configured dataset (a kind wins). Every error is
+one line naming the input and listing what would have been accepted.
+
+``env_kwargs`` turns a table into ``make_env`` settings (the tables themselves are checked against
+the registry's kinds by ``aerorl_ops.config.dataset_kinds.check_datasets`` when the config loads).
+``dataset_rows`` builds a dataset's environment and turns its items into :class:`Row` s, one image
+per question (an item with another number of images is rejected with the reason), ``prompt`` being
+the text the environment shows with the image, so generation asks each dataset its own way. A
+dataset with no usable row raises the environment's ``NoUsableRowsError`` (a ``ConfigError``
+holding the rejections).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from aerorl_ops.config.benchmark import BenchmarkConfig, load_benchmark_config
+from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.config.dataset_kinds import PATH_SETTING
 from aerorl_ops.config.datasets import DatasetSettings
-from aerorl_ops.config.fields import ConfigError, fail
+from aerorl_ops.config.fields import ConfigError
+from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.registry import ENVIRONMENTS, env_settings, make_env
+from aerorl_ops.envs.rejections import NoUsableRowsError
 from aerorl_ops.envs.reward_stack_grader import prompt_text
 from aerorl_ops.envs.types import TaskItem
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.row import Row
 
-PATH_SETTING = {"easy_vqa": "data_dir", "docvqa": "files", "chartqa": "files"}
-"""The environment setting a dataset's ``path`` becomes (``path`` for any other kind)."""
 LIST_PATH_KINDS = ("docvqa", "chartqa")
 TABLE_FILE_SUFFIXES = (".parquet", ".arrow")
 
@@ -54,35 +60,6 @@ def env_kwargs(dataset: DatasetSettings, files: Sequence[str] = ()) -> dict[str,
         kwargs["image_roots"] = dataset.image_roots
     kwargs.update(dataset.settings)
     return kwargs
-
-
-def check_datasets(config: BenchmarkConfig) -> BenchmarkConfig:
-    """``config`` when every dataset's kind is registered and takes its settings, else ConfigError."""
-    for dataset in config.datasets:
-        section = f"datasets.{dataset.name}"
-        if dataset.kind not in ENVIRONMENTS:
-            raise fail(config.path, f"{section}.kind",
-                       f"names no environment kind: {dataset.kind!r}; known kinds: {', '.join(sorted(ENVIRONMENTS))}")
-        accepted = env_settings(dataset.kind)
-        path_setting = PATH_SETTING.get(dataset.kind, "path")
-        for key in dataset.settings:
-            if key not in accepted or key in (path_setting, "name"):
-                raise fail(config.path, f"{section}.{key}",
-                           f"is not a setting of kind {dataset.kind!r}; its settings: kind, path, split, limit, seed"
-                           + "".join(f", {name}" for name in accepted
-                                     if name not in ("split", "limit", "seed", "name", path_setting)))
-        if dataset.image_roots and "image_roots" not in accepted:
-            readers = ", ".join(kind for kind in sorted(ENVIRONMENTS) if "image_roots" in env_settings(kind))
-            raise fail(config.path, f"{section}.image_roots", f"is not a setting of kind {dataset.kind!r}: its rows "
-                       f"name no image paths (kinds that read them: {readers})")
-        if path_setting == "path" and "path" in accepted and dataset.path is None:
-            raise fail(config.path, f"{section}.path", f"is required for kind {dataset.kind!r}: the dataset file")
-    return config
-
-
-def load_config(path: Path) -> BenchmarkConfig:
-    """``load_benchmark_config`` plus :func:`check_datasets`: how the project reads a config file."""
-    return check_datasets(load_benchmark_config(path))
 
 
 def item_row(item: TaskItem, dataset: str) -> Row | RejectedRow:
@@ -114,3 +91,51 @@ def dataset_rows(dataset: DatasetSettings, files: Sequence[str] = ()) -> LoadRes
         outcome = item_row(item, dataset.name)
         (rejected if isinstance(outcome, RejectedRow) else rows).append(outcome)
     return LoadResult(rows=rows, rejected=rejected)
+
+
+def dataset_settings(name: str, config: BenchmarkConfig, split: str = "", n: int | None = None) -> DatasetSettings:
+    """The ``[datasets.<name>]`` table of ``config``, with ``split`` (when not empty) and ``n`` questions."""
+    for dataset in config.datasets:
+        if dataset.name == name:
+            return replace(dataset, split=split or dataset.split, limit=n or dataset.limit)
+    configured = ", ".join(dataset.name for dataset in config.datasets)
+    raise ConfigError(f"unknown dataset {name!r}: {config.path} configures {configured} ([datasets.<name>] tables)")
+
+
+def dataset_env(dataset: DatasetSettings) -> TaskEnv:
+    """The environment of a dataset table; a split or file it cannot read is a ConfigError naming the dataset,
+    and one without a usable row the environment's ``NoUsableRowsError`` (naming its top rejection reasons)."""
+    try:
+        return make_env(dataset.kind, **env_kwargs(dataset))
+    except NoUsableRowsError as error:  # named as the config names it (a docvqa kind names itself)
+        if error.dataset == dataset.name:
+            raise
+        raise NoUsableRowsError(dataset.name, error.source, error.rejected) from error
+    except (ValueError, FileNotFoundError) as error:
+        where = f"dataset {dataset.name!r} (kind {dataset.kind}, split {dataset.split!r})"
+        raise ConfigError(f"{where}: {error}") from error
+
+
+def named_env(name: str, datasets: Sequence[DatasetSettings], split: str, limit: int | None, seed: int,
+              role: str = "environment") -> TaskEnv:
+    """The environment ``name`` names: a registry kind at ``split`` (``limit`` items, ``seed``), else one of
+    ``datasets``, which brings its own kind, path, split and settings (``limit``, when given, and ``seed``
+    replace its own). A kind wins over a dataset of the same name. An unknown name is a ConfigError naming
+    ``role`` and listing the kinds and the datasets; so is a split or file the environment cannot read."""
+    configured = {dataset.name: dataset for dataset in datasets}
+    if name in ENVIRONMENTS:
+        kind, kwargs, where = name, {"split": split, "limit": limit, "seed": seed}, f"{role} {name!r}"
+    elif name in configured:
+        dataset = configured[name]
+        kwargs = env_kwargs(dataset)
+        kwargs.update(limit=limit or dataset.limit or None, seed=seed)
+        kind, where = dataset.kind, f"{role} {name!r} (dataset of kind {dataset.kind})"
+    else:
+        raise ConfigError(f"{role} {name!r} is neither an environment kind ({', '.join(sorted(ENVIRONMENTS))}) "
+                          f"nor a configured dataset ({', '.join(sorted(configured)) or 'none'})")
+    try:
+        return make_env(kind, **kwargs)
+    except (ValueError, FileNotFoundError) as error:
+        if isinstance(error, ConfigError):
+            raise
+        raise ConfigError(f"{where}: {error}") from error

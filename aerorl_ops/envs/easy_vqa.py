@@ -15,7 +15,7 @@ Splits:
 
 Item ids are ``easy_vqa-<split>-<position in the package's questions.json>``. The question
 type comes from the answer: ``yes_no``, ``colour`` or ``shape``. The reward is exact match
-after normalisation (:class:`aerorl_ops.envs.exact_match.ExactMatchGrader`). A split with no
+after normalisation (:class:`aerorl_ops.envs.exact_match_grader.ExactMatchGrader`). A split with no
 usable question is a ``NoUsableRowsError`` naming the data folder.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aerorl_ops.envs.base import SingleTurnEnv
-from aerorl_ops.envs.exact_match import ExactMatchGrader
+from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.items import (
     ImageFileProblem,
     ItemCandidate,
@@ -40,7 +40,7 @@ from aerorl_ops.envs.messages import user_message, with_instruction
 from aerorl_ops.envs.prior import QuestionPrior
 from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.types import TaskData
-from aerorl_ops.evaluation.accuracy import AccuracyReport
+from aerorl_ops.eval_metrics.accuracy import AccuracyReport
 
 NAME = "easy_vqa"
 SPLITS = ("train", "validation", "test")

@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from aerorl_ops.envs.base import SingleTurnEnv
-from aerorl_ops.envs.exact_match import ExactMatchGrader, last_boxed
+from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.image_paths import ImageFolder
 from aerorl_ops.envs.items import ImageFileProblem, ItemCandidate, checked_item, collect, rejection, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, content_parts, strip_markers, with_instruction
 from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.types import TaskData, TaskItem
 from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.text.exact_match import last_boxed
 
 
 def read_lines(path: Path) -> list[tuple[int, bytes]]:

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from aerorl_ops.envs.base import SingleTurnEnv
-from aerorl_ops.envs.exact_match import ExactMatchGrader
+from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.image_paths import ImageFolder
 from aerorl_ops.envs.items import ImageFileProblem, ItemCandidate, checked_item, collect, rejection, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, messages_with_images, strip_markers

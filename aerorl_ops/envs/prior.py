@@ -6,7 +6,7 @@ alone (yes/no questions especially), so it is the bar a model that *sees* must b
 Questions are keyed by their lower-cased, whitespace-collapsed text. Ties between answers
 go to the one seen first in the training data; a question never seen in training gets the
 most common training answer overall. A prediction is graded as the environments grade a
-reply (:func:`aerorl_ops.envs.exact_match.answers_match`).
+reply (:func:`aerorl_ops.text.exact_match.answers_match`).
 
 >>> prior = QuestionPrior.fit([("Is it red?", "no"), ("is it  red?", "yes"), ("Is it red?", "yes"),
 ...                            ("What shape?", "circle")])
@@ -20,9 +20,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from aerorl_ops.envs.exact_match import answers_match
 from aerorl_ops.envs.types import TaskItem
-from aerorl_ops.evaluation.accuracy import AccuracyReport, accuracy_report
+from aerorl_ops.eval_metrics.accuracy import AccuracyReport, accuracy_report
+from aerorl_ops.text.exact_match import answers_match
 
 
 def question_key(question: str) -> str:

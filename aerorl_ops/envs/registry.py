@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from aerorl_ops.config.dataset_kinds import DatasetKinds
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.benchmark_tasks import chartqa_env, docvqa_env
 from aerorl_ops.envs.easy_vqa import easy_vqa_env
@@ -78,6 +79,11 @@ def check_settings(name: str, settings: dict[str, Any]) -> None:
         if parameter.default is inspect.Parameter.empty and parameter.name not in settings:
             raise EnvSettingsError(f"environment {name!r} needs the setting {parameter.name!r}; "
                                    f"its settings are: {accepted}")
+
+
+def dataset_kinds() -> DatasetKinds:
+    """The registered kinds with their settings, as the config check takes them (``check_datasets``)."""
+    return DatasetKinds({name: env_settings(name) for name in ENVIRONMENTS})
 
 
 def make_env(name: str, /, **settings: Any) -> TaskEnv:

@@ -13,7 +13,7 @@ import pyarrow as pa
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.backends import open_row_generator
 from aerorl_ops.generation.batched import BatchProgress
-from aerorl_ops.generation.records import generations_table
+from aerorl_ops.generation.generations_table import generations_table
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.row import Row
 from aerorl_ops.telemetry import TelemetrySampler, TelemetrySummary

@@ -35,8 +35,8 @@ from tqdm import tqdm
 from aerorl_ops.replay.reader import iter_replay_records
 from aerorl_ops.rewards.dataset_metrics import METRIC_NAMES, dataset_metric, summarize_metrics
 from aerorl_ops.rewards.evaluate import context_from_record, evaluate_records
-from aerorl_ops.rewards.records import RejectedLine, ReplayFormatError
 from aerorl_ops.rewards.registry import validate_weights
+from aerorl_ops.rewards.replay_lines import RejectedLine, ReplayFormatError
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_reward_stack
 
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aerorl_ops.rewards.records import (
+from aerorl_ops.rewards.replay_lines import (
     REPLAY_SCHEMA,
     CanonicalRecord,
     InvalidRecord,

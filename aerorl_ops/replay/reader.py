@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from aerorl_ops.replay.fast_reader import ReplayRead, read_fast
-from aerorl_ops.rewards.records import (
+from aerorl_ops.rewards.replay_lines import (
     InvalidRecord,
     RejectedLine,
     ReplayFormatError,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from aerorl_ops.rl.functional import (
+from aerorl_ops.rl.advantages import (
     Advantages,
     gae_advantages,
     grpo_advantages,
@@ -55,7 +55,7 @@ class AlgorithmSettings:
 
 def resolve_settings(defaults: AlgorithmSettings, chosen: Mapping[str, object]) -> AlgorithmSettings:
     """``defaults`` overridden by every value of ``chosen`` that is set (not None), then ``kl_kind``
-    by placement if still unset. ``chosen`` maps the field names (e.g. from an ``AeroRLConfig``).
+    by placement if still unset. ``chosen`` maps the field names (e.g. ``asdict`` of a ``TrainingSettings``).
 
     >>> resolve_settings(ALGORITHMS["ppo"].defaults, {"ppo_epochs": 2, "gamma": None}).ppo_epochs
     2

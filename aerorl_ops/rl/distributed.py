@@ -30,7 +30,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from aerorl_ops.rl.rollout import micro_batches
+from aerorl_ops.eval_runner.episodes import micro_batches
 
 BUCKET_ELEMENTS = 1 << 24
 """Gradients are all-reduced in flat buckets of at most this many elements (64 MiB of float32)."""

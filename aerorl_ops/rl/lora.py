@@ -32,47 +32,47 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 
-from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.rl.vision_tower import find_vision_tower
 
 ADAPTER_DIR = "adapter"
 ADAPTER = "default"  # peft's name of the one adapter
 
 
-def lora_config(model: torch.nn.Module, config: AeroRLConfig) -> LoraConfig:
+def lora_config(model: torch.nn.Module, settings: TrainingSettings) -> LoraConfig:
     """The settings' ``LoraConfig``, the vision tower and the LM head excluded."""
     tower = find_vision_tower(model)
     excluded = [re.escape(tower[0]) + r"(\..*)?"] if tower else []
     head = model.get_output_embeddings()
     excluded += [re.escape(name) for name, module in model.named_modules() if module is head]
-    targets = config.lora_target_modules.strip()
-    return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+    targets = settings.lora_target_modules.strip()
+    return LoraConfig(r=settings.lora_rank, lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
                       target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
                       exclude_modules="|".join(excluded) or None, bias="none")
 
 
-def attach_lora(model: torch.nn.Module, config: AeroRLConfig) -> PeftModel:
-    """Fresh adapters on ``model`` (its own parameters frozen). Their init is seeded by ``config.seed``
+def attach_lora(model: torch.nn.Module, settings: TrainingSettings) -> PeftModel:
+    """Fresh adapters on ``model`` (its own parameters frozen). Their init is seeded by ``settings.seed``
     without touching the global generators."""
     with torch.random.fork_rng(), _peft_calls():
-        torch.manual_seed(config.seed)
+        torch.manual_seed(settings.seed)
         try:
-            return get_peft_model(model, lora_config(model, config))
+            return get_peft_model(model, lora_config(model, settings))
         except ValueError as error:
-            raise ValueError(f"AeroRLConfig.lora_target_modules={config.lora_target_modules!r}: {error}") from None
+            raise ValueError(f"lora_target_modules={settings.lora_target_modules!r}: {error}") from None
 
 
-def load_lora(model: torch.nn.Module, folder: str | Path | None, config: AeroRLConfig) -> PeftModel:
+def load_lora(model: torch.nn.Module, folder: str | Path | None, settings: TrainingSettings) -> PeftModel:
     """``folder``'s saved adapter on its un-merged base when it has one, else fresh adapters."""
     saved = Path(folder) / ADAPTER_DIR if folder is not None else None
     if saved is None or not saved.is_dir():
-        return attach_lora(model, config)
+        return attach_lora(model, settings)
     with _peft_calls():
         peft_model = PeftModel.from_pretrained(model, saved, is_trainable=True)
     stored = peft_model.peft_config[ADAPTER]
-    if (stored.r, stored.lora_alpha) != (config.lora_rank, config.lora_alpha):
+    if (stored.r, stored.lora_alpha) != (settings.lora_rank, settings.lora_alpha):
         raise ValueError(f"{saved} holds a LoRA adapter of rank {stored.r} / alpha {stored.lora_alpha}, but "
-                         f"AeroRLConfig.lora_rank / lora_alpha are {config.lora_rank} / {config.lora_alpha}; use "
+                         f"the settings lora_rank / lora_alpha are {settings.lora_rank} / {settings.lora_alpha}; use "
                          "the checkpoint's values, or start from another folder")
     with torch.no_grad():
         for _, layer in lora_layers(peft_model):

@@ -49,7 +49,7 @@ class LossStats(NamedTuple):
 
 @dataclass(frozen=True)
 class RLLoss:
-    """The module docstring's loss (settings: ``AeroRLConfig``'s, resolved for the algorithm);
+    """The module docstring's loss (settings: ``TrainingSettings``', resolved for the algorithm);
     ``kl_coef`` applies only when ``Targets.ref_logprob`` is given."""
 
     agg_mode: str

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aerorl_ops.envs.rejections import rejection_summary
+from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.rl.checkpoint import ResumePoint
-from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.run_recorder import Rejections, RunRecorder, StoredRun
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord

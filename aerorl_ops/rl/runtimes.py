@@ -1,8 +1,8 @@
 """Policy and frozen reference runtimes: real models, loaded lazily on first use.
 
-``wrap_vlm_for_rl`` keeps AeroRL's shape (it returns a policy and a reference description with
-``trainer`` and ``quantization_mode``), but both runtimes hold real models: the policy trains,
-and the reference is loaded through bitsandbytes (int8, or nf4 for 4 bits; unquantized for 16),
+:func:`policy_and_reference` builds both from one ``TrainingSettings`` (AeroRL's
+``wrap_vlm_for_rl`` is a facade over it, ``aerorl_ops.aerorl``). Both hold real models: the policy
+trains, and the reference is loaded through bitsandbytes (int8, or nf4 for 4 bits; unquantized for 16),
 put in ``.eval()`` with gradients off, and run under ``torch.inference_mode()``.
 
 The policy is prepared as configured when it loads: LoRA adapters (``rl.lora``; a folder's saved
@@ -24,42 +24,41 @@ from dataclasses import dataclass, field, replace
 import torch
 from transformers import BitsAndBytesConfig
 
-from aerorl_ops.aerorl_compat import TrainerAdapter, resolve_trainer_backend
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.lora import load_lora
 from aerorl_ops.rl.vision_tower import freeze_vision_tower
 
 
 @dataclass(frozen=True, slots=True)
 class ReferenceQuantization:
-    """How the reference is stored: the AeroRL-style mode label and the transformers config."""
+    """How a reference at some ``quant_bits`` is stored: the mode label and the transformers config."""
 
-    bits: int
     mode: str
     precision: str
     backend: str
 
     def transformers_config(self) -> BitsAndBytesConfig | None:
-        if self.bits == 8:
+        if self.precision == "int8":
             return BitsAndBytesConfig(load_in_8bit=True)
-        if self.bits == 4:
+        if self.precision == "nf4":
             return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                       bnb_4bit_compute_dtype=torch.float32)
         return None
 
 
 REFERENCE_QUANTIZATIONS = {
-    8: ReferenceQuantization(8, "bitsandbytes-int8", "int8", "bitsandbytes"),
-    4: ReferenceQuantization(4, "bitsandbytes-nf4", "nf4", "bitsandbytes"),
-    16: ReferenceQuantization(16, "unquantized", "fp32", "torch"),
+    8: ReferenceQuantization("bitsandbytes-int8", "int8", "bitsandbytes"),
+    4: ReferenceQuantization("bitsandbytes-nf4", "nf4", "bitsandbytes"),
+    16: ReferenceQuantization("unquantized", "fp32", "torch"),
 }
+"""By ``quant_bits``."""
 LORA_BASE_MODE = "lora-base-adapters-disabled"
 
 
-def reference_mode(config: AeroRLConfig) -> str:
+def reference_mode(settings: TrainingSettings) -> str:
     """How the reference is held, as recorded with a run."""
-    return LORA_BASE_MODE if config.reference == "lora_base" else REFERENCE_QUANTIZATIONS[config.quant_ref_bits].mode
+    return LORA_BASE_MODE if settings.reference == "lora_base" else REFERENCE_QUANTIZATIONS[settings.quant_bits].mode
 
 
 @dataclass
@@ -68,8 +67,7 @@ class PolicyRuntime:
     frozen vision tower as configured (only then do parameters keep gradients)."""
 
     model_name_or_path: str
-    config: AeroRLConfig
-    trainer: TrainerAdapter
+    settings: TrainingSettings
     source: ModelSource
     device: torch.device
     runtime: str = "trainable"
@@ -80,13 +78,12 @@ class PolicyRuntime:
         if self._loaded is None:
             loaded = load_vlm(self.source, self.device)
             folder = self.source.location if self.source.is_local else None
-            loaded.model = trainable(loaded.model, folder, self.config)
+            loaded.model = trainable(loaded.model, folder, self.settings)
             self._loaded = loaded
         return self._loaded
 
     def as_dict(self) -> dict[str, object]:
-        return {"model_name_or_path": self.model_name_or_path, "runtime": self.runtime,
-                "trainer": self.trainer.as_dict(), "device": str(self.device)}
+        return {"model_name_or_path": self.model_name_or_path, "runtime": self.runtime, "device": str(self.device)}
 
 
 @dataclass
@@ -99,10 +96,6 @@ class ReferenceRuntime:
     device: torch.device
     runtime: str = "reference"
     _loaded: LoadedVLM | None = field(default=None, repr=False)
-
-    @property
-    def quant_bits(self) -> int:
-        return self.quantization.bits
 
     @property
     def quantization_mode(self) -> str:
@@ -163,7 +156,7 @@ class LoraBaseReference:
         self.model_name_or_path = location
         if rl_start:
             loaded = self.policy.loaded
-            loaded.model = trainable(loaded.model.merge_and_unload(), None, self.policy.config)
+            loaded.model = trainable(loaded.model.merge_and_unload(), None, self.policy.settings)
 
     @contextmanager
     def scoring(self) -> Iterator[torch.nn.Module]:
@@ -184,28 +177,25 @@ class LoraBaseReference:
                 "quantization_mode": LORA_BASE_MODE, "backend": "peft"}
 
 
-def trainable(model: torch.nn.Module, folder: str | None, config: AeroRLConfig) -> torch.nn.Module:
+def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSettings) -> torch.nn.Module:
     """``model`` prepared to train: LoRA adapters (``folder``'s saved one, else fresh) when
     ``lora_rank > 0``, the vision tower frozen when asked, train mode."""
-    if config.lora_rank:
-        model = load_lora(model, folder, config)
-    if config.freeze_vision_tower:
+    if settings.lora_rank:
+        model = load_lora(model, folder, settings)
+    if settings.freeze_vision_tower:
         freeze_vision_tower(model)
     return model.train()
 
 
-def wrap_vlm_for_rl(model_name_or_path: str, config: AeroRLConfig, device: str = "auto",
-                    local_files_only: bool = True,
-                    trust_remote_code: bool = False) -> tuple[PolicyRuntime, ReferenceRuntime | LoraBaseReference]:
-    """A trainable policy and a frozen reference of the same checkpoint: quantized, or the LoRA policy's
-    base (``config.reference``)."""
-    config.validate()
+def policy_and_reference(model_name_or_path: str, settings: TrainingSettings, device: str = "auto",
+                         local_files_only: bool = True, trust_remote_code: bool = False,
+                         ) -> tuple[PolicyRuntime, ReferenceRuntime | LoraBaseReference]:
+    """A trainable policy and a frozen reference of the same checkpoint: quantized at ``quant_bits``, or
+    the LoRA policy's base (``settings.reference``). Nothing loads until a runtime's ``.loaded`` is used."""
     source = ModelSource(model_name_or_path, trust_remote_code=trust_remote_code, local_files_only=local_files_only)
     torch_device = resolve_device(device)
-    policy = PolicyRuntime(model_name_or_path, config, resolve_trainer_backend(config.trainer_backend), source,
-                           torch_device)
-    if config.reference == "lora_base":
+    policy = PolicyRuntime(model_name_or_path, settings, source, torch_device)
+    if settings.reference == "lora_base":
         return policy, LoraBaseReference(model_name_or_path, policy)
-    reference = ReferenceRuntime(model_name_or_path, REFERENCE_QUANTIZATIONS[config.quant_ref_bits], source,
-                                 torch_device)
-    return policy, reference
+    return policy, ReferenceRuntime(model_name_or_path, REFERENCE_QUANTIZATIONS[settings.quant_bits], source,
+                                    torch_device)

@@ -1,6 +1,6 @@
-"""``AeroRLTrainer``: supervised and RL steps on a task environment, with AeroRL's lifecycle.
+"""``RLTrainer``: supervised and RL steps on a task environment, set by one ``TrainingSettings``
+(AeroRL's API, its tensor-only ``train_step`` and lifecycle, is a facade: ``aerorl_ops.aerorl``).
 
-- ``train_step(logits=, labels=, vision_mask=, optimizer=)``: AeroRL's tensor-only quickstart.
 - ``supervised_step(env, indices)``: teacher-forced masked NLL of each item's answer + EOS
   (vision, prompt and padding tokens excluded), token-mean over the batch.
 - ``rl_step(env, prompts)``: ``group_size`` sampled replies per prompt graded by the environment
@@ -24,16 +24,14 @@ those. The rollout's lengths, scores, rewards and outcomes are gathered in globa
 order, so advantages (group baselines, whitening, GAE) and every loss share (of the global
 minibatch's mask) are computed over the global batch on every rank; a rank keeps its own rows at
 the global response width, so the width-dependent ``seq-mean-token-sum-norm`` agrees too. Gradients
-are summed over the ranks once per update, before clipping. The update, the loss and the step's
-statistics equal those of one process with the same global batch (up to floating-point summation
-order). One process (``SINGLE``) communicates nothing.
+are summed over the ranks once per update, before clipping (to ``MAX_GRAD_NORM``). Update, loss and
+statistics equal one process's on the same global batch (up to floating-point summation order).
 
-Rollouts come from the policy's own ``generate``, or with ``rollout_backend = "vllm"`` from a vLLM
-engine (``generation.vllm_sampler``) started at the first RL step, in this process: each RL step
-first loads the policy's current weights into it (those after the previous update, warm-up updates
-included), so step k samples with the policy after update k-1. The engine's log-probs are never
+Rollouts come from the policy's ``generate``, or with ``rollout_backend = "vllm"`` from a vLLM engine
+(``generation.vllm_sampler``) started at the first RL step, in this process, loaded with the policy's
+weights before every RL step, so step k samples with the policy after update k-1. The engine's log-probs are never
 used: ``_score_rollout`` recomputes every token's with the policy. One process only (no engine per
-rank yet); :meth:`AeroRLTrainer.close_rollouts` shuts the engine down.
+rank yet); :meth:`RLTrainer.close_rollouts` shuts the engine down.
 
 Deliberate simplifications: minibatches are the rollout's micro-batches in a fixed order (not
 reshuffled between epochs); one AdamW and one gradient clip over the policy and the value head
@@ -48,29 +46,43 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from aerorl_ops.aerorl_compat import resolve_trainer_backend
+from aerorl_ops.config.fields import ConfigError
+from aerorl_ops.config.training import TrainingSettings, rollout_ranks_problem
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.losses import masked_cross_entropy_loss, masked_mean
+from aerorl_ops.eval_runner.episodes import Sampling
+from aerorl_ops.losses import masked_mean
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
 from aerorl_ops.rl.algorithms import build_algorithm, resolve_settings, token_rewards
 from aerorl_ops.rl.checkpoint import CheckpointState
-from aerorl_ops.rl.config import ALGORITHM_FIELDS, AeroRLConfig, check_rollout_ranks
 from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation, shard_batch
 from aerorl_ops.rl.functional import aggregation_share, explained_variance, kl_penalty
 from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
-from aerorl_ops.rl.rollout import Sampling, sample_parts, supervised_batch
+from aerorl_ops.rl.rollout import sample_parts, supervised_batch
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
+from aerorl_ops.rl.step_parts import (
+    Outcomes,
+    RolloutScores,
+    Update,
+    on_device,
+    response_layout,
+    response_mask,
+    row_spans,
+)
 from aerorl_ops.rl.value_head import ValueHead
 
 if TYPE_CHECKING:
     from aerorl_ops.generation.vllm_sampler import VLLMSampler  # imported when rollouts use it: vLLM is optional
+
+
+MAX_GRAD_NORM = 1.0
+"""Every update's gradient is clipped to this norm (not a setting)."""
 
 
 class NonFiniteTrainingError(RuntimeError):
@@ -80,114 +92,37 @@ class NonFiniteTrainingError(RuntimeError):
 @dataclass
 class TrainerState:
     step: int = 0
-    started: bool = False
-    finished: bool = False
     nonfinite_in_a_row: int = 0
     skipped_steps: int = 0
 
 
-class RolloutScores(NamedTuple):
-    """The rollout's per-token scores, [B, L] over response tokens (0 at padding)."""
-
-    logprob: torch.Tensor  # [B, L] the rollout policy's log-probs
-    entropy: torch.Tensor  # [B, L] the rollout policy's entropies
-    ref_logprob: torch.Tensor | None  # [B, L] the reference's log-probs (None without a reference)
-    values: torch.Tensor | None  # [B, L] the value head's values (None without one)
-
-
-class Outcomes(NamedTuple):
-    """The global rollout's per-reply outcomes (every rank's rows, in global order)."""
-
-    rewards: torch.Tensor  # [B] the environment's rewards
-    correct: torch.Tensor  # [B] bool, the environment's accuracy test
-    truncated: torch.Tensor  # [B] bool, cut at max_new_tokens
-
-
-class Update(NamedTuple):
-    """One optimizer update over a minibatch."""
-
-    loss: float  # the (global) minibatch's aggregated loss
-    value_loss: float | None  # its aggregated value loss (before value_coef), with a value head
-    grad_norm: float
-    skipped: bool
-    passes: list[LossStats]  # one per micro-batch of this rank
-
-
-def response_layout(flat: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Row-major flattened per-token values [N] -> [B, L] at the positions ``mask`` counts, 0 elsewhere
-    (gradient kept). mask: [B, L], left-aligned response tokens."""
-    return torch.zeros(mask.shape, dtype=flat.dtype, device=flat.device).masked_scatter(mask.bool(), flat)
-
-
-def row_spans(batches: Sequence[SequenceBatch]) -> list[slice]:
-    """The rows of the whole rollout that each (consecutive) micro-batch holds."""
-    spans, start = [], 0
-    for batch in batches:
-        spans.append(slice(start, start + batch.input_ids.shape[0]))
-        start = spans[-1].stop
-    return spans
-
-
-def response_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
-    return (torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]).float()  # [B, width]
-
-
-class AeroRLTrainer:
+class RLTrainer:
     """``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (None: those of the
-    policy's source when it is a vLLM source, else vLLM's defaults)."""
+    policy's source when it is a vLLM source, else vLLM's defaults). ``settings`` are checked where
+    they came in (the file, the command line, the run config); here only their split over ``dp``'s ranks."""
 
-    def __init__(self, config: AeroRLConfig, policy: PolicyRuntime | None = None,
+    def __init__(self, settings: TrainingSettings, policy: PolicyRuntime | None = None,
                  reference: ReferenceRuntime | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None) -> None:
-        config.validate()
-        check_accumulation(config.grad_accumulation, dp.world_size)
-        check_rollout_ranks(config.rollout_backend, dp.world_size)
-        self.config = config
+        check_accumulation(settings.grad_accumulation, dp.world_size)
+        problem = rollout_ranks_problem(settings.rollout_backend, dp.world_size)
+        if problem is not None:
+            raise ConfigError(problem)
+        self.settings = settings
         self.dp = dp
-        self.adapter = resolve_trainer_backend(config.trainer_backend)
         self.policy = policy
         self.reference = reference
-        self.algorithm = build_algorithm(config.algorithm)
-        self.settings = resolve_settings(self.algorithm.defaults, {name: getattr(config, name)
-                                                                   for name in ALGORITHM_FIELDS})
-        self.loss = RLLoss(config.loss_agg_mode, config.clip_low, config.clip_high, config.dual_clip_c,
-                           config.kl_coef, self.settings.kl_kind, self.settings.entropy_coef, config.value_coef,
-                           config.value_clip)
+        self.algorithm = build_algorithm(settings.algorithm)
+        self.resolved = resolve_settings(self.algorithm.defaults, asdict(settings))
+        self.loss = RLLoss(settings.loss_agg_mode, settings.clip_low, settings.clip_high, settings.dual_clip_c,
+                           settings.kl_coef, self.resolved.kl_kind, self.resolved.entropy_coef, settings.value_coef,
+                           settings.value_clip)
         self.state = TrainerState()
         self._optimizer: torch.optim.Optimizer | None = None
         self._value_head: ValueHead | None = None
         self._synced: list[int] = []  # ids of the parameters last broadcast from rank 0
         self.rollout_engine = rollout_engine
         self._rollout_sampler: VLLMSampler | None = None  # started at the first RL step with rollout_backend = "vllm"
-
-    # ----- lifecycle (AeroRL's) -----
-    def on_train_start(self) -> dict[str, Any]:
-        self.state.started, self.state.finished = True, False
-        return {"status": "started", "backend": self.adapter.backend, "backend_available": self.adapter.available}
-
-    def on_train_end(self) -> dict[str, Any]:
-        self.state.finished = True
-        self.close_rollouts()
-        return {"status": "finished", "steps": self.state.step, "backend": self.adapter.backend}
-
-    # ----- AeroRL's tensor-only quickstart -----
-    def compute_masked_loss(self, logits: torch.Tensor, labels: torch.Tensor,
-                            vision_mask: torch.Tensor) -> torch.Tensor:
-        if not self.config.mask_vision_tokens:
-            vision_mask = torch.zeros_like(vision_mask, dtype=torch.bool)
-        return masked_cross_entropy_loss(logits=logits, labels=labels, vision_mask=vision_mask)
-
-    def train_step(self, logits: torch.Tensor, labels: torch.Tensor, vision_mask: torch.Tensor,
-                   optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
-        if not self.state.started:
-            self.on_train_start()
-        loss = self.compute_masked_loss(logits, labels, vision_mask)
-        loss.backward()
-        if optimizer is not None:
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-        self.state.step += 1
-        return {"step": self.state.step, "loss": float(loss.detach()), "backend": self.adapter.backend}
 
     # ----- real steps on models -----
     @property
@@ -199,7 +134,7 @@ class AeroRLTrainer:
         params += list(self.value_head.parameters()) if self.value_head is not None else []
         held = [p for group in self._optimizer.param_groups for p in group["params"]] if self._optimizer else []
         if self._optimizer is None or [id(p) for p in held] != [id(p) for p in params]:
-            self._optimizer = torch.optim.AdamW(params, lr=self.config.learning_rate)
+            self._optimizer = torch.optim.AdamW(params, lr=self.settings.learning_rate)
         return self._optimizer
 
     @property
@@ -226,15 +161,16 @@ class AeroRLTrainer:
 
     def _policy(self) -> PolicyRuntime:
         if self.policy is None:
-            raise RuntimeError("this AeroRLTrainer has no policy runtime; build one with wrap_vlm_for_rl(...)")
+            raise RuntimeError("this RLTrainer has no policy runtime; build one with "
+                               "rl.runtimes.policy_and_reference(...)")
         return self.policy
 
     def _seed_step(self) -> None:
-        torch.manual_seed(self.config.seed * 1_000_003 + self.state.step)
+        torch.manual_seed(self.settings.seed * 1_000_003 + self.state.step)
 
     def _sample_seed(self, part: int) -> int:
         """The torch seed of global micro-batch ``part``'s sampling at this step, whatever the world size."""
-        return ((self.config.seed * 1_000_003 + self.state.step) * 1_000_003 + part) % 2**63
+        return ((self.settings.seed * 1_000_003 + self.state.step) * 1_000_003 + part) % 2**63
 
     def _sync_parameters(self) -> None:
         """Rank 0's trainable parameters on every rank whenever the optimizer holds new ones (the first
@@ -257,7 +193,7 @@ class AeroRLTrainer:
         finite. ``loss`` is the global one (the same on every rank). Returns (gradient norm, skipped)."""
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         self.dp.all_reduce_gradients(params)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM))
         finite = math.isfinite(loss) and math.isfinite(grad_norm)
         if finite:
             self.optimizer.step()
@@ -269,16 +205,16 @@ class AeroRLTrainer:
         self.state.nonfinite_in_a_row = self.state.nonfinite_in_a_row + 1 if skipped else 0
         self.state.skipped_steps += skipped
         self.state.step += 1
-        if self.state.nonfinite_in_a_row >= self.config.max_nonfinite_steps:
+        if self.state.nonfinite_in_a_row >= self.settings.max_nonfinite_steps:
             raise NonFiniteTrainingError(
                 f"step {self.state.step}: {detail} not finite in {self.state.nonfinite_in_a_row} steps in a row "
-                f"(max_nonfinite_steps={self.config.max_nonfinite_steps}); lower the learning rate or check the data")
+                f"(max_nonfinite_steps={self.settings.max_nonfinite_steps}); lower the learning rate or check the data")
 
     def accumulate_supervised(self, env: TaskEnv, indices: Sequence[int]) -> tuple[float, list[SequenceBatch]]:
         """Backward of the token-mean answer NLL (over the global batch's tokens) over this rank's
         micro-batches (no update). Returns the global loss and this rank's batches."""
         loaded, dp = self._policy().loaded, self.dp
-        shards = shard_batch(len(indices), self.config.grad_accumulation, 1, dp.world_size, "a supervised batch")
+        shards = shard_batch(len(indices), self.settings.grad_accumulation, 1, dp.world_size, "a supervised batch")
         batches = [supervised_batch(loaded, env, [indices[row] for row in shards.parts[part]])
                    for part in shards.local_parts(dp.rank)]
         (total,) = dp.sum([sum(int(b.completion_mask[:, 1:].sum()) for b in batches)])
@@ -293,8 +229,6 @@ class AeroRLTrainer:
 
     def supervised_step(self, env: TaskEnv, indices: Sequence[int]) -> StepStats:
         """One masked-NLL update on the items' reference answers."""
-        if not self.state.started:
-            self.on_train_start()
         started = time.perf_counter()
         self._seed_step()
         self._sync_parameters()
@@ -306,7 +240,7 @@ class AeroRLTrainer:
     def _synced_sampler(self) -> VLLMSampler | None:
         """With ``rollout_backend = "vllm"``, the engine (started on first use) holding the policy's
         current weights; None for the policy's own ``generate``."""
-        if self.config.rollout_backend != VLLM_BACKEND:
+        if self.settings.rollout_backend != VLLM_BACKEND:
             return None
         if self._rollout_sampler is None:
             from aerorl_ops.generation.vllm_engine import INSTALL_STEPS, VLLMNotInstalledError
@@ -314,7 +248,7 @@ class AeroRLTrainer:
 
             try:
                 self._rollout_sampler = VLLMSampler.start(self._policy().loaded, self.rollout_engine,
-                                                          seed=self.config.seed)
+                                                          seed=self.settings.seed)
             except VLLMNotInstalledError as error:
                 raise VLLMNotInstalledError(
                     f'rollout_backend = "vllm" needs vLLM, which is not installed in this Python environment. '
@@ -329,24 +263,22 @@ class AeroRLTrainer:
             sampler.close()
 
     def _reference_logprobs(self, batch: SequenceBatch) -> torch.Tensor | None:
-        if self.config.kl_coef == 0 or self.reference is None:
+        if self.settings.kl_coef == 0 or self.reference is None:
             return None
         reference = self.reference  # a quantized copy, or the LoRA policy under model.disable_adapter()
         with reference.scoring() as model, torch.inference_mode():
-            flat = completion_logprobs(model, _on(batch, reference.device)).logprobs  # [n]
+            flat = completion_logprobs(model, on_device(batch, reference.device)).logprobs  # [n]
         return flat.clone().to(self._policy().loaded.device)  # leave inference mode: usable in autograd graphs
 
     def rl_step(self, env: TaskEnv, prompts: Sequence[int]) -> StepStats:
         """Rollout ``group_size`` replies per prompt, grade them, then ``ppo_epochs`` x
         ``ppo_mini_batches`` updates (see the module docstring)."""
-        if self.config.kl_coef > 0 and self.reference is None:
+        if self.settings.kl_coef > 0 and self.reference is None:
             raise RuntimeError("rl_step with kl_coef > 0 needs a reference runtime")
-        if not self.state.started:
-            self.on_train_start()
         started = time.perf_counter()
         self._seed_step()
         self._sync_parameters()
-        loaded, config, settings, dp = self._policy().loaded, self.config, self.settings, self.dp
+        loaded, config, settings, dp = self._policy().loaded, self.settings, self.resolved, self.dp
         indices = [index for index in prompts for _ in range(config.group_size)]  # [B] groups contiguous
         shards = shard_batch(len(indices), config.grad_accumulation * config.ppo_mini_batches,
                              config.ppo_mini_batches, dp.world_size, "the rollout")
@@ -466,8 +398,3 @@ class AeroRLTrainer:
             step_s=elapsed, grad_norm=grad_norm, learning_rate=self.learning_rate, skipped=skipped,
             peak_memory_mb=peak_memory_mb(self._policy().loaded.device),
         )
-
-
-def _on(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
-    inputs = {name: value.to(device) for name, value in batch.inputs.items()}
-    return SequenceBatch(inputs, batch.completion_mask.to(device), batch.vision_mask.to(device))

@@ -6,19 +6,19 @@ writes them)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 import pyarrow as pa
 
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
-from aerorl_ops.evaluator.records import EvalRunRecord, RoleEvaluation, eval_tables
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.held_out import EvalResult
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.eval_runner.eval_rows import EvalRunRecord, RoleEvaluation, eval_tables
+from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.rl.runtimes import reference_mode
 from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.training_run import SampledEval, TrainingPlan, TrainingResult
+from aerorl_ops.rl.training_run import SampledEval, TrainingResult
 from aerorl_ops.storage.duckdb_store import PartitionWrite
 from aerorl_ops.storage.training_schema import TRAINING_EVAL_TYPES, TRAINING_EVALS, TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySummary
@@ -35,7 +35,7 @@ class TrainingRunRecord:
     base_model: str
     env: str
     algorithm: str
-    quant_ref_bits: int
+    quant_bits: int
     reference_quantization_mode: str
     reference_source: str | None
     reference_loaded: bool | None
@@ -45,24 +45,23 @@ class TrainingRunRecord:
     swap_question_type: str | None
     swap_questions: int | None
     swap_changed: float | None
-    config: str  # JSON: {"training": every setting of the run, "aerorl": the AeroRLConfig}
+    config: str  # JSON: the run's TrainingSettings, dataclasses.asdict
     started_at: datetime
     finished_at: datetime | None
     telemetry: str | None  # JSON: TelemetrySummary.as_record() over the whole run
     rejected_rows: int | None = None  # rows the training and held-out environments rejected
 
     @classmethod
-    def started(cls, run_id: str, base_model: str, env: str, config: AeroRLConfig, plan: TrainingPlan,
-                settings: Mapping[str, object], started_at: datetime,
+    def started(cls, run_id: str, base_model: str, settings: TrainingSettings, started_at: datetime,
                 rejected_rows: int | None = None) -> TrainingRunRecord:
-        """The row of a run that has started; ``settings`` are the run's own settings (the asset's config)."""
+        """The row of a run of ``settings`` that has started; ``base_model``: where its base model loads from."""
         return cls(
-            run_id=run_id, base_model=base_model, env=env, algorithm=config.algorithm,
-            quant_ref_bits=config.quant_ref_bits, reference_quantization_mode=reference_mode(config),
-            reference_source=None, reference_loaded=None, final_checkpoint=None, steps=plan.total_steps,
+            run_id=run_id, base_model=base_model, env=settings.env, algorithm=settings.algorithm,
+            quant_bits=settings.quant_bits, reference_quantization_mode=reference_mode(settings),
+            reference_source=None, reference_loaded=None, final_checkpoint=None, steps=settings.total_steps,
             resumed_from_step=None, swap_question_type=None, swap_questions=None, swap_changed=None,
-            config=json.dumps({"training": dict(settings), "aerorl": asdict(config)}),
-            started_at=started_at, finished_at=None, telemetry=None, rejected_rows=rejected_rows)
+            config=json.dumps(asdict(settings)), started_at=started_at, finished_at=None, telemetry=None,
+            rejected_rows=rejected_rows)
 
     def finished(self, result: TrainingResult, finished_at: datetime,
                  telemetry: TelemetrySummary) -> TrainingRunRecord:
@@ -76,12 +75,10 @@ class TrainingRunRecord:
             telemetry=json.dumps(telemetry.as_record()))
 
     @classmethod
-    def of(cls, run_id: str, base_model: str, env: str, config: AeroRLConfig, plan: TrainingPlan,
-           result: TrainingResult, settings: Mapping[str, object], started_at: datetime, finished_at: datetime,
-           telemetry: TelemetrySummary) -> TrainingRunRecord:
+    def of(cls, run_id: str, base_model: str, settings: TrainingSettings, result: TrainingResult,
+           started_at: datetime, finished_at: datetime, telemetry: TelemetrySummary) -> TrainingRunRecord:
         """The record of a finished run."""
-        return cls.started(run_id, base_model, env, config, plan, settings, started_at).finished(
-            result, finished_at, telemetry)
+        return cls.started(run_id, base_model, settings, started_at).finished(result, finished_at, telemetry)
 
 
 def step_rows(run_id: str, steps: Iterable[StepStats]) -> pa.Table:

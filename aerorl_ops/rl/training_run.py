@@ -4,13 +4,13 @@ Algorithm:
 1. score the no-image prior (fitted on the training items) and the base policy on the fixed
    held-out sample (phases ``no_image_prior`` and ``base``);
 2. ``warmup_steps`` of masked NLL on each item's plain answer + EOS (vision and prompt tokens
-   excluded), batches drawn by the curriculum stages (``config.curriculum``; global steps); it
+   excluded), batches drawn by the curriculum stages (``curriculum``; global steps); it
    should stop at partial accuracy, so that RL has something to add (phase ``warmup``);
 3. save the warm-up checkpoint; the frozen reference is loaded from it, quantized as configured
    (nf4 / int8 / none), or, with ``reference = lora_base``, it is the policy's own base after the
    warm-up adapter is merged (adapters disabled) — KL is measured to the policy RL started from.
    With ``kl_coef = 0`` no reference is loaded;
-4. ``rl_steps`` of the configured algorithm, reward = the environment's reward (rollouts sampled by
+4. ``steps`` of the configured algorithm, reward = the environment's reward (rollouts sampled by
    the policy, or by a vLLM engine synced to it: ``rollout_backend``, shut down after the last RL
    step), then the evaluation at the end (``final``) and the image-swap check. Every
    ``eval_interval`` global steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``);
@@ -19,8 +19,8 @@ Algorithm:
    (``control``). What RL adds is then read against what the same time of supervised training adds;
 6. checkpoints every ``checkpoint_interval`` steps (written crash-safe, ``rl.checkpoint``); a rerun resumes
    from the newest complete one (``on_resume`` is told which, and which torn ones it skipped);
-7. with ``sampled_eval_size > 0``, MAYE's evaluation (``evaluator.runner.evaluate_model``: pass@k and
-   pass@1 at the plan's sampling settings, response length, clip ratio, reflection) of that many
+7. with ``sampled_eval_size > 0``, MAYE's evaluation (``eval_runner.runner.evaluate_model``: pass@k and
+   pass@1 at the ``[eval]`` sampling settings, response length, clip ratio, reflection) of that many
    ``validation_env`` items beside every held-out evaluation of the warm-up and RL phases, and of
    the held-out items at the end (``TrainingResult.sampled``).
 
@@ -40,12 +40,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.training import TRAINING_DEFAULTS as DEFAULTS
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
-from aerorl_ops.evaluator.runner import EvalOutcome, evaluate_model
+from aerorl_ops.eval_runner.held_out import EvalResult, SwapCheck, evaluate_policy, image_swap_check, prior_evaluation
+from aerorl_ops.eval_runner.runner import EvalOutcome, evaluate_model
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.checkpoint import (
     ResumePoint,
@@ -54,65 +53,17 @@ from aerorl_ops.rl.checkpoint import (
     save_checkpoint,
     step_dir,
 )
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
-from aerorl_ops.rl.held_out import EvalResult, SwapCheck, evaluate_policy, image_swap_check, prior_evaluation
-from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
 from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.trainer import AeroRLTrainer
+from aerorl_ops.rl.trainer import RLTrainer
 
 WARMUP_DIR = "warmup"
 EVAL_DEFAULTS = EvalSettings()
 CONTROL_SEED_OFFSET = 7919
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainingPlan:
-    """How many steps of each phase, the schedule, the curriculum and what to evaluate. Defaults
-    are the pipeline's training settings (``config.training.TrainingSettings``)."""
-
-    warmup_steps: int = DEFAULTS.warmup_steps
-    warmup_batch_size: int = DEFAULTS.warmup_batch_size
-    warmup_learning_rate: float = DEFAULTS.warmup_learning_rate
-    rl_steps: int = DEFAULTS.steps
-    prompts_per_step: int = DEFAULTS.prompts_per_step
-    eval_interval: int = DEFAULTS.eval_interval
-    checkpoint_interval: int = DEFAULTS.checkpoint_interval
-    lr_schedule: str = DEFAULTS.lr_schedule
-    lr_warmup_steps: int = DEFAULTS.lr_warmup_steps
-    warmup_lr_schedule: str = DEFAULTS.warmup_lr_schedule
-    warmup_lr_warmup_steps: int = DEFAULTS.warmup_lr_warmup_steps
-    lr_min_ratio: float = DEFAULTS.lr_min_ratio
-    curriculum: tuple[CurriculumStage, ...] = parse_curriculum(DEFAULTS.curriculum)
-    control: bool = DEFAULTS.control
-    swap_check_type: str = DEFAULTS.swap_check_type
-    sampled_eval_size: int = DEFAULTS.sampled_eval_size
-    sampled_settings: tuple[SamplingSetting, ...] = MAYE_SAMPLING_SETTINGS
-    sampled_batch_size: int = EVAL_DEFAULTS.batch_size
-
-    def __post_init__(self) -> None:
-        for name in ("warmup_batch_size", "prompts_per_step", "eval_interval", "checkpoint_interval",
-                     "sampled_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainingPlan.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "rl_steps", "lr_warmup_steps", "warmup_lr_warmup_steps", "sampled_eval_size"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"TrainingPlan.{name} must be >= 0, got {getattr(self, name)}")
-        if self.warmup_learning_rate <= 0:
-            raise ValueError(f"TrainingPlan.warmup_learning_rate must be > 0, got {self.warmup_learning_rate}")
-
-    @property
-    def total_steps(self) -> int:
-        return self.warmup_steps + self.rl_steps
-
-    def episodes_after(self, steps: int, group_size: int) -> int:
-        """Training episodes seen after ``steps`` global steps: items of the supervised batches, then
-        sampled replies (prompts x group size) of the RL steps."""
-        warmup = min(steps, self.warmup_steps)
-        return warmup * self.warmup_batch_size + (steps - warmup) * self.prompts_per_step * group_size
 
 
 @dataclass(frozen=True)
@@ -143,16 +94,19 @@ class TrainingResult:
         return next((e for e in reversed(self.evals) if e.phase == phase), None)
 
 
-def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: TrainingPlan, train_env: TaskEnv,
+def run_training(base_model: str, run_dir: Path, settings: TrainingSettings, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], device: str = "auto",
                  on_step: Callable[[StepStats], None] | None = None,
                  on_eval: Callable[[EvalResult], None] | None = None, resume: bool = True,
                  validation_env: TaskEnv | None = None,
                  on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None,
-                 on_resume: Callable[[ResumePoint], None] | None = None) -> TrainingResult:
-    """Warm-up, RL and control, as described in the module docstring; ``dp``: this process's rank;
-    ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``AeroRLTrainer``);
+                 on_resume: Callable[[ResumePoint], None] | None = None,
+                 evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingResult:
+    """Warm-up, RL and control of ``settings`` (checked where they came in), as the module docstring
+    says; ``evaluation``: the sampled evaluations' sampling settings and batch size (the config's
+    ``[eval]``); ``dp``: this process's rank;
+    ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
     ``on_resume``: told where the run starts (rank 0), before any model loads; without it each torn
     checkpoint skipped is named in a warning (logger ``aerorl_ops.rl.training_run``)."""
     if len(train_env) == 0 or not eval_indices:
@@ -163,9 +117,10 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     checkpoint, state = start.checkpoint, start.state
     if dp.is_main:
         (on_resume or warn_torn)(start)
-    policy, reference = wrap_vlm_for_rl(str(checkpoint) if checkpoint else base_model, config, device=device)
-    trainer = AeroRLTrainer(config, policy, dp=dp, rollout_engine=rollout_engine)
-    sampler = ItemSampler(train_env, config.seed, plan.curriculum)
+    policy, reference = policy_and_reference(str(checkpoint) if checkpoint else base_model, settings, device=device)
+    trainer = RLTrainer(settings, policy, dp=dp, rollout_engine=rollout_engine)
+    sampled_settings = evaluation.sampling_settings()
+    sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
     result = TrainingResult(run_dir, final_checkpoint=run_dir, reference_source="")
     clock = {"train_s": 0.0, "rl_s": 0.0}
     if state is not None:
@@ -176,21 +131,21 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
     def record_eval(phase: str, model_policy=policy, step: int | None = None) -> None:
         if not dp.is_main:
             return
-        evaluation = evaluate_policy(model_policy.loaded, eval_env, eval_indices, config.max_new_tokens,
+        evaluation = evaluate_policy(model_policy.loaded, eval_env, eval_indices, settings.max_new_tokens,
                                      trainer.state.step if step is None else step, phase, clock["train_s"])
         result.evals.append(evaluation)
         if on_eval:
             on_eval(evaluation)
-        if plan.sampled_eval_size and phase in ("warmup", "rl", "final") and model_policy is policy:
+        if settings.sampled_eval_size and phase in ("warmup", "rl", "final") and model_policy is policy:
             record_sampled(phase, validation_env or eval_env, None)
             if phase == "final":
                 record_sampled(phase, eval_env, eval_indices)
 
     def record_sampled(phase: str, env: TaskEnv, indices: Sequence[int] | None) -> None:
-        chosen = list(indices or range(len(env)))[:plan.sampled_eval_size]
-        outcome = evaluate_model(policy.loaded, env, chosen, plan.sampled_settings,
-                                 max_new_tokens=config.max_new_tokens, batch_size=plan.sampled_batch_size,
-                                 seed=config.seed)
+        chosen = list(indices or range(len(env)))[:settings.sampled_eval_size]
+        outcome = evaluate_model(policy.loaded, env, chosen, sampled_settings,
+                                 max_new_tokens=settings.max_new_tokens, batch_size=evaluation.batch_size,
+                                 seed=settings.seed)
         split = env.items[chosen[0]].split if chosen else ""
         sampled = SampledEval(trainer.state.step, phase, env.name, split, outcome)
         result.sampled.append(sampled)
@@ -199,16 +154,15 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
 
     def record_step(stats: StepStats) -> None:
         stats = replace(stats, curriculum_stage=sampler.stage(stats.step - 1),
-                        episodes_seen=plan.episodes_after(stats.step, config.group_size))
+                        episodes_seen=settings.episodes_after(stats.step))
         clock["train_s"] += stats.step_s
         result.steps.append(stats)
         if on_step:
             on_step(stats)
-        if trainer.state.step % plan.checkpoint_interval == 0 and dp.is_main:
+        if trainer.state.step % settings.checkpoint_interval == 0 and dp.is_main:
             save_checkpoint(step_dir(run_dir, trainer.state.step), policy.loaded, trainer.optimizer,
                             trainer.state.step, result.reference_source, trainer.value_head)
 
-    trainer.on_train_start()
     if dp.is_main:
         prior = prior_evaluation(train_env, eval_env, eval_indices)
         result.evals.append(prior)
@@ -216,52 +170,51 @@ def run_training(base_model: str, run_dir: Path, config: AeroRLConfig, plan: Tra
             on_eval(prior)
     if trainer.state.step == 0:
         record_eval("base")
-    while trainer.state.step < plan.warmup_steps:
+    while trainer.state.step < settings.warmup_steps:
         step = trainer.state.step
-        trainer.set_learning_rate(learning_rate_at(step, plan.warmup_learning_rate, plan.warmup_steps,
-                                                   plan.warmup_lr_schedule, plan.warmup_lr_warmup_steps,
-                                                   plan.lr_min_ratio))
-        record_step(trainer.supervised_step(train_env, sampler.batch(step, plan.warmup_batch_size)))
-        if trainer.state.step == plan.warmup_steps:
+        trainer.set_learning_rate(learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps,
+                                                   settings.warmup_lr_schedule, settings.warmup_lr_warmup_steps,
+                                                   settings.lr_min_ratio))
+        record_step(trainer.supervised_step(train_env, sampler.batch(step, settings.warmup_batch_size)))
+        if trainer.state.step == settings.warmup_steps:
             if dp.is_main:
                 save_checkpoint(run_dir / WARMUP_DIR, policy.loaded, trainer.optimizer, trainer.state.step,
                                 str(run_dir / WARMUP_DIR))
             dp.barrier()  # the reference of every rank loads this checkpoint
             result.reference_source = str(run_dir / WARMUP_DIR)
             record_eval("warmup")
-        elif trainer.state.step % plan.eval_interval == 0:
+        elif trainer.state.step % settings.eval_interval == 0:
             record_eval("warmup")
     if not result.reference_source:
-        result.reference_source = base_model if plan.warmup_steps == 0 else str(run_dir / WARMUP_DIR)
-    if plan.rl_steps and config.kl_coef > 0:  # lora_base: at the RL start, re-base the adapters (runtimes)
-        reference.anchor(result.reference_source, rl_start=trainer.state.step == plan.warmup_steps)
+        result.reference_source = base_model if settings.warmup_steps == 0 else str(run_dir / WARMUP_DIR)
+    if settings.steps and settings.kl_coef > 0:  # lora_base: at the RL start, re-base the adapters (runtimes)
+        reference.anchor(result.reference_source, rl_start=trainer.state.step == settings.warmup_steps)
         trainer.reference = reference
     try:
-        while trainer.state.step < plan.total_steps:
-            rl_index = trainer.state.step - plan.warmup_steps
-            trainer.set_learning_rate(learning_rate_at(rl_index, config.learning_rate, plan.rl_steps,
-                                                       plan.lr_schedule, plan.lr_warmup_steps, plan.lr_min_ratio))
-            stats = trainer.rl_step(train_env, sampler.batch(trainer.state.step, plan.prompts_per_step))
+        while trainer.state.step < settings.total_steps:
+            rl_index = trainer.state.step - settings.warmup_steps
+            trainer.set_learning_rate(learning_rate_at(rl_index, settings.learning_rate, settings.steps,
+                                                       settings.lr_schedule, settings.lr_warmup_steps,
+                                                       settings.lr_min_ratio))
+            stats = trainer.rl_step(train_env, sampler.batch(trainer.state.step, settings.prompts_per_step))
             clock["rl_s"] += stats.step_s
             record_step(stats)
-            if trainer.state.step % plan.eval_interval == 0 and trainer.state.step < plan.total_steps:
+            if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:
                 record_eval("rl")
     finally:
         trainer.close_rollouts()  # a vLLM rollout engine's memory back before the final evaluations and the control
     result.reference_loaded = reference._loaded is not None
     if not dp.is_main:
-        trainer.on_train_end()
         return result
     result.final_checkpoint = save_checkpoint(step_dir(run_dir, trainer.state.step), policy.loaded,
                                               trainer.optimizer, trainer.state.step, result.reference_source,
                                               trainer.value_head)
     record_eval("final")
-    if plan.swap_check_type:
-        result.swap = image_swap_check(policy.loaded, eval_env, eval_indices, plan.swap_check_type,
-                                       config.max_new_tokens)
-    if plan.control and plan.rl_steps:
-        run_control(result, config, plan, train_env, device, clock["rl_s"], record_eval)
-    trainer.on_train_end()
+    if settings.swap_check_type:
+        result.swap = image_swap_check(policy.loaded, eval_env, eval_indices, settings.swap_check_type,
+                                       settings.max_new_tokens)
+    if settings.control and settings.steps:
+        run_control(result, settings, train_env, device, clock["rl_s"], record_eval)
     return result
 
 
@@ -270,21 +223,22 @@ def warn_torn(start: ResumePoint) -> None:
         logger.warning("skipped the torn checkpoint %s: %s", torn.path, torn.reason)
 
 
-def run_control(result: TrainingResult, config: AeroRLConfig, plan: TrainingPlan, train_env: TaskEnv, device: str,
+def run_control(result: TrainingResult, settings: TrainingSettings, train_env: TaskEnv, device: str,
                 seconds: float, record_eval: Callable[..., None]) -> None:
     """Supervised training from the RL start checkpoint for ``seconds`` of training time (at least one step)."""
     start = result.reference_source
-    policy, _ = wrap_vlm_for_rl(start, config, device=device)
-    trainer = AeroRLTrainer(config, policy)
+    policy, _ = policy_and_reference(start, settings, device=device)
+    trainer = RLTrainer(settings, policy)
     if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
         trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)
-    trainer.set_learning_rate(learning_rate_at(max(plan.warmup_steps - 1, 0), plan.warmup_learning_rate,
-                                               plan.warmup_steps, plan.warmup_lr_schedule,
-                                               plan.warmup_lr_warmup_steps, plan.lr_min_ratio))
-    sampler = ItemSampler(train_env, config.seed + CONTROL_SEED_OFFSET, plan.curriculum)
+    trainer.set_learning_rate(learning_rate_at(max(settings.warmup_steps - 1, 0), settings.warmup_learning_rate,
+                                               settings.warmup_steps, settings.warmup_lr_schedule,
+                                               settings.warmup_lr_warmup_steps, settings.lr_min_ratio))
+    sampler = ItemSampler(train_env, settings.seed + CONTROL_SEED_OFFSET, settings.curriculum_stages)
     spent, steps = 0.0, 0
     while steps == 0 or spent < seconds:
-        stats = trainer.supervised_step(train_env, sampler.batch(plan.warmup_steps + steps, plan.warmup_batch_size))
+        batch = sampler.batch(settings.warmup_steps + steps, settings.warmup_batch_size)
+        stats = trainer.supervised_step(train_env, batch)
         spent += stats.step_s
         steps += 1
-    record_eval("control", policy, plan.warmup_steps + steps)
+    record_eval("control", policy, settings.warmup_steps + steps)

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES, RewardSettings
 from aerorl_ops.metrics import ANLS_CORRECT, RELAXED_ACCURACY_CORRECT, anls, relaxed_accuracy
 from aerorl_ops.rewards.columnar import evaluate_table
-from aerorl_ops.rewards.records import REPLAY_SCHEMA
+from aerorl_ops.rewards.replay_lines import REPLAY_SCHEMA
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_reward_stack
 from aerorl_ops.rewards.verifiers import prediction_text
 from aerorl_ops.storage.schema import SCORE_FIELDS, output_schema

@@ -21,12 +21,16 @@ from aerorl_ops.storage.schema import BENCHMARK_TABLES, REJECTED_ROWS, RUNS, Tab
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection, specs: Iterable[TableSpec] = BENCHMARK_TABLES) -> None:
-    """Create each table, and add the columns a table made by an older version lacks (nullable: its
-    old rows hold NULL there)."""
+    """Create each table; in a table made by an older version, rename the columns ``spec.renamed``
+    names and add the columns it lacks (nullable: its old rows hold NULL there)."""
     for spec in specs:
         conn.execute(spec.ddl())
         existing = {name for (name,) in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [spec.name]).fetchall()}
+        for old, new in spec.renamed:
+            if old in existing and new not in existing:
+                conn.execute(f"ALTER TABLE {spec.name} RENAME COLUMN {old} TO {new}")
+                existing = (existing - {old}) | {new}
         for name, sql_type in spec.columns:
             if name not in existing:
                 conn.execute(f"ALTER TABLE {spec.name} ADD COLUMN {name} {sql_type.removesuffix(' NOT NULL')}")

@@ -33,7 +33,7 @@ EVAL_RUNS = TableSpec(
     ]),
     ("eval_id",),
 )
-"""One model's evaluation within an eval (``aerorl_ops.evaluator.records.EvalRunRecord``): ``role`` is
+"""One model's evaluation within an eval (``aerorl_ops.eval_runner.eval_rows.EvalRunRecord``): ``role`` is
 'model' or 'baseline' (an eval of a model alone has only 'model'); ``model`` is the key or checkpoint
 directory as given; ``settings`` the sampling settings as JSON; ``training_run_id`` and ``step`` are set
 when training recorded the evaluation; ``rejected_rows``: the dataset rows its environment rejected
@@ -58,7 +58,7 @@ EVAL_SAMPLES = TableSpec(
     ]),
     ("eval_id",),
 )
-"""One response (``aerorl_ops.evaluator.runner.SampleRecord``): question ``item_index`` of the dataset
+"""One response (``aerorl_ops.eval_runner.runner.SampleRecord``): question ``item_index`` of the dataset
 sample, response ``sample_no`` at ``setting``; its length in tokens (EOS excluded), whether it was cut at
 the maximum length, and whether it holds one of MAYE's reflection words."""
 
@@ -80,7 +80,7 @@ EVAL_METRICS = TableSpec(
     ]),
     ("eval_id",),
 )
-"""One model's metrics at one setting (``aerorl_ops.evaluator.summaries.SettingMetrics``), wide: over every
+"""One model's metrics at one setting (``aerorl_ops.eval_runner.summaries.SettingMetrics``), wide: over every
 question (``question_type`` = 'all') and per question type. ``accuracy`` is the mean unbiased pass@k;
 a reflection ratio with a zero denominator is NULL."""
 
@@ -101,7 +101,7 @@ EVAL_COMPARISONS = TableSpec(
     ]),
     ("eval_id",),
 )
-"""Model minus baseline at one setting and question type (``aerorl_ops.evaluator.compare.ComparisonRow``):
+"""Model minus baseline at one setting and question type (``aerorl_ops.eval_runner.paired_differences.ComparisonRow``):
 the paired ``confidence`` interval of the accuracy difference, exact McNemar (with ``p_value``) where a
 setting draws one response per question, else the paired bootstrap (``resamples``)."""
 

@@ -76,11 +76,13 @@ def output_schema(fields: Iterable[pa.Field]) -> pa.Schema:
 @dataclass(frozen=True)
 class TableSpec:
     """One DuckDB table: its name, its columns as an Arrow schema, and the columns that name
-    one partition (a write replaces the rows matching them)."""
+    one partition (a write replaces the rows matching them). ``renamed`` maps a column's earlier
+    name to its name here: ``ensure_tables`` renames it in a table made by an older version."""
 
     name: str
     schema: pa.Schema
     partition_columns: tuple[str, ...]
+    renamed: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.partition_columns if c not in self.schema.names]
@@ -164,7 +166,7 @@ GENERATION_FIELDS = (
     pa.field("vision_tokens", pa.int32()),
     pa.field("batch_index", pa.int32()),
 )
-"""One generated sample (``aerorl_ops.generation.records.GENERATION_SCHEMA`` adds its batch size)."""
+"""One generated sample (``aerorl_ops.generation.generations_table.GENERATION_SCHEMA`` adds its batch size)."""
 
 GENERATIONS = TableSpec(
     "generations",

@@ -14,7 +14,7 @@ TRAINING_RUNS = TableSpec(
         ("base_model", pa.string()),
         ("env", pa.string()),
         ("algorithm", pa.string()),
-        ("quant_ref_bits", pa.int32()),
+        ("quant_bits", pa.int32()),
         ("reference_quantization_mode", pa.string()),
         ("reference_source", pa.string()),
         ("reference_loaded", pa.bool_()),
@@ -31,6 +31,7 @@ TRAINING_RUNS = TableSpec(
         ("rejected_rows", pa.int32()),
     ]),
     ("run_id",),
+    renamed=(("quant_ref_bits", "quant_bits"),),  # AeroRL's name, before the setting kept its own
 )
 """One training run (``rl.training_record.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
 the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected."""

@@ -10,12 +10,12 @@ The metadata shows the side-by-side table (with the paired 95% intervals) and th
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from aerorl_ops.config.benchmark import BenchmarkConfig, EvalSettings
+from aerorl_ops.config.benchmark import BenchmarkConfig, EvalSettings, model_entry
 from aerorl_ops.config.fields import ConfigError, checked
+from aerorl_ops.envs.configured import dataset_env, dataset_settings
 from aerorl_ops.envs.rejections import rejection_summary
-from aerorl_ops.evaluation.sampling import SamplingSetting
-from aerorl_ops.evaluator.comparison import compare_models
-from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings, model_entry
+from aerorl_ops.eval_metrics.sampling import SamplingSetting
+from aerorl_ops.eval_runner.model_vs_baseline import compare_models
 from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
 from aerorl_ops.storage.eval_schema import EVAL_TABLES

@@ -12,11 +12,11 @@ from typing import Any
 from dagster_duckdb import DuckDBResource
 from tqdm import tqdm
 
+from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
-from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.recorded_run import Log, RunObserver
 from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.training_run import SampledEval, TrainingPlan
+from aerorl_ops.rl.training_run import SampledEval
 
 Report = Callable[[str, dict[str, Any]], None]
 """Called with ("step", a StepStats record) or ("eval", an evaluation's summary) as they happen."""
@@ -43,14 +43,14 @@ class Progress:
 
     @classmethod
     @contextmanager
-    def of(cls, config: Any, run_id: str, plan: TrainingPlan, duckdb: DuckDBResource, log: Log,
+    def of(cls, config: Any, run_id: str, total_steps: int, duckdb: DuckDBResource, log: Log,
            report: Report | None) -> Iterator[RunObserver]:
         """TensorBoard beside the database, and the bar when ``config.progress_bar``; closed at the end."""
         board = TensorBoardLogger(tensorboard_dir(Path(duckdb.database).parent, run_id),
                                   wandb_project=config.wandb_project or None, wandb_mode=config.wandb_mode,
                                   run_name=run_id, config=config.model_dump())
-        bar = tqdm(total=plan.total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
-        progress = cls(board, bar, plan.total_steps, log, report)
+        bar = tqdm(total=total_steps, desc=f"training {run_id}", unit="step", disable=not config.progress_bar)
+        progress = cls(board, bar, total_steps, log, report)
         try:
             yield RunObserver(progress.on_step, progress.on_eval, progress.on_sampled)
         finally:

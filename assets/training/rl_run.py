@@ -15,7 +15,6 @@ Pipes (``assets.training.torchrun``); rank 0 then does what this step does in pr
 import hashlib
 import json
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,33 +22,28 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from aerorl_ops.config.benchmark import BenchmarkConfig
-from aerorl_ops.config.datasets import DatasetSettings
-from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.fields import ConfigError
+from aerorl_ops.config.benchmark import BenchmarkConfig, model_entry
+from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import LAUNCH_SETTINGS, TrainingSettings
-from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.sources import model_source
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
-from aerorl_ops.rl.from_settings import rl_config_of, training_environments, training_plan_of, validation_environment
 from aerorl_ops.rl.recorded_run import Log, record_training
+from aerorl_ops.rl.run_inputs import training_environments, validation_environment
 from aerorl_ops.rl.run_recorder import HELD_OUT_STAGE, TRAINING_STAGE, Rejections, RunRecorder
-from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult, run_training
+from aerorl_ops.rl.training_run import TrainingResult, run_training
 from aerorl_ops.storage.database_check import check_report_database
 from aerorl_ops.telemetry import TelemetrySampler
 from assets.figures import training_figures
 from assets.metadata import markdown_preview
 from assets.project import DATA_DIR
 from assets.resources import ModelRuntime
-from assets.settings_config import config_class
+from assets.settings_config import config_class, settings_values
 from assets.training.progress import Progress, Report
 from assets.training.torchrun import launch_ranks
 
-EVAL_DEFAULTS = EvalSettings()
+WHERE = "rl_run config"
 SAFE_RUN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$")
 
 TRAINING_DOC = """Training settings of this run; the defaults are the config file's [training].
@@ -72,17 +66,14 @@ class TrainingRunConfig(dg.Config):
     """What ``rl_run``'s run config does with its fields (generated per config file by
     :func:`training_config_class`)."""
 
-    def rl_config(self) -> AeroRLConfig:
-        if self.quant_bits not in REFERENCE_QUANTIZATIONS:
-            raise ConfigError(f"rl_run config quant_bits must be 4 (nf4), 8 (int8) or 16, got {self.quant_bits!r}")
+    def settings(self) -> TrainingSettings:
+        """The run's ``TrainingSettings``, every one checked as in the file, then the rules across them:
+        a ``ConfigError`` names the setting. The run fields (``RUN_FIELDS``) are not settings."""
         if self.run_name and not SAFE_RUN_NAME.match(self.run_name):
-            raise ConfigError(f"rl_run config run_name {self.run_name!r} must be letters, digits, '.', '_' or '-' "
-                             "(at most 100, not starting with '.'): it names a folder under data/checkpoints")
-        return rl_config_of(self)
-
-    def plan(self, evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingPlan:
-        """The plan; sampled evaluations during training use ``evaluation`` (the config's ``[eval]``)."""
-        return training_plan_of(self, evaluation)
+            raise ConfigError(f"{WHERE} run_name {self.run_name!r} must be letters, digits, '.', '_' or '-' "
+                              "(at most 100, not starting with '.'): it names a folder under data/checkpoints")
+        return checked(TrainingSettings, WHERE, "training", settings_values(self, TrainingSettings),
+                       named=str).check_rules(WHERE)
 
     def run_id(self) -> str:
         """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed); the
@@ -93,11 +84,6 @@ class TrainingRunConfig(dg.Config):
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
         return f"rl-{self.algorithm}-s{self.seed}-{digest}"
 
-    def environments(self, seed: int, datasets: Sequence[DatasetSettings] = ()) -> tuple[TaskEnv, TaskEnv]:
-        """The training environment and the held-out one (a fixed sample of ``eval_size`` items);
-        ``env`` may name one of ``datasets`` (the config's ``[datasets.<name>]``)."""
-        return training_environments(self, seed, datasets)
-
 
 def training_config_class(training: TrainingSettings) -> type[TrainingRunConfig]:
     """``rl_run`` run config: the ``[training]`` settings (defaults: ``training``), then ``RUN_FIELDS``."""
@@ -105,13 +91,9 @@ def training_config_class(training: TrainingSettings) -> type[TrainingRunConfig]
 
 
 def resolve_base_model(base_model: str, runtime: ModelRuntime, bench: BenchmarkConfig) -> str:
-    """A model key from the benchmark config, else an existing checkpoint directory."""
-    if base_model in bench.model_keys:
-        return model_source(bench.model(base_model), Path(runtime.models_dir), runtime.local_files_only).location
-    if Path(base_model).expanduser().is_dir():
-        return str(Path(base_model).expanduser().resolve())
-    raise ConfigError(f"rl_run config base_model={base_model!r} is neither a model key in {bench.path} "
-                     f"({', '.join(bench.model_keys)}) nor a checkpoint directory")
+    """Where ``base_model`` (a model key from the benchmark config, else a checkpoint directory) loads from."""
+    entry = model_entry(base_model, bench, "rl_run config base_model")
+    return model_source(entry, Path(runtime.models_dir), runtime.local_files_only).location
 
 
 def rollout_engine_of(base_model: str, bench: BenchmarkConfig) -> GenerationBackend | None:
@@ -139,8 +121,8 @@ def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
 def train(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: TrainingRunConfig,
           model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
     """The body of ``rl_run``: in this process, or on ``nproc_per_node`` torchrun ranks."""
-    config.rl_config()  # validates every setting before any model loads or rank starts
     if config.nproc_per_node > 1:
+        config.settings()  # every setting checked before any rank starts
         return launch_ranks(context, bench, config, model_runtime, duckdb)
     return dg.MaterializeResult(metadata=train_and_record(bench, config, model_runtime, duckdb, context.log))
 
@@ -153,32 +135,31 @@ def train_and_record(bench: BenchmarkConfig, config: TrainingRunConfig, model_ru
 
     ``dp`` is this process's rank: rank 0 (and the single process) logs, reports, writes TensorBoard
     and DuckDB and returns the metadata; another rank only trains and returns None."""
-    rl_config = config.rl_config()  # validates every setting before any model loads
-    plan = config.plan(bench.eval)
+    settings = config.settings()  # every setting checked before any model loads
     run_id = config.run_id()
     check_report_database(duckdb.database)  # a damaged report database is named before any work
-    train_env, held_out = config.environments(bench.seed + config.seed, bench.datasets)  # bad data: before a model
-    validation = validation_environment(config, bench.datasets)
+    train_env, held_out = training_environments(settings, bench.seed + settings.seed, bench.datasets)  # before a model
+    validation = validation_environment(settings, bench.datasets)
     base = resolve_base_model(config.base_model, model_runtime, bench)
     rollout_engine = rollout_engine_of(config.base_model, bench)
     model_runtime.apply_threads()
     run_dir = DATA_DIR / "checkpoints" / run_id
 
     def train(**callbacks: Any) -> TrainingResult:
-        return run_training(base, run_dir, rl_config, plan, train_env, held_out, list(range(len(held_out))),
+        return run_training(base, run_dir, settings, train_env, held_out, list(range(len(held_out))),
                             device=model_runtime.device, resume=config.resume, validation_env=validation, dp=dp,
-                            rollout_engine=rollout_engine, **callbacks)
+                            rollout_engine=rollout_engine, evaluation=bench.eval, **callbacks)
 
     if not dp.is_main:
         train()
         return None
-    settings = {k: v for k, v in config.model_dump().items() if k not in RUN_FIELDS}
-    record = TrainingRunRecord.started(run_id, base, config.env, rl_config, plan, settings, datetime.now(UTC))
+    record = TrainingRunRecord.started(run_id, base, settings, datetime.now(UTC))
     recorder = RunRecorder(duckdb.get_connection, run_id)
     stored = record_training(
         recorder, record, train, [Rejections(TRAINING_STAGE, train_env.name, train_env.rejected),
                                   Rejections(HELD_OUT_STAGE, held_out.name, held_out.rejected)],
-        log, resume=config.resume, observe=lambda: Progress.of(config, run_id, plan, duckdb, log, report),
+        log, resume=config.resume, observe=lambda: Progress.of(config, run_id, settings.total_steps, duckdb, log,
+                                                                 report),
         telemetry=TelemetrySampler(interval_s=model_runtime.telemetry_interval_s,
                                    device=model_runtime.torch_device()))
     with duckdb.get_connection() as conn:

@@ -1,8 +1,8 @@
 """Reliability: a bad setting fails at config validation, before any model loads, naming the setting.
 
 Covered: the benchmark TOML (``load_benchmark_config`` / ``parse_benchmark_config``), ``plan_bench``
-(what ``aerorl bench`` runs first), the RL config (``AeroRLConfig.validate`` and
-``TrainingConfig.rl_config``), and the same mistakes made through Dagster run config of the real
+(what ``aerorl bench`` runs first), the training settings (AeroRL's ``AeroRLConfig.settings`` and
+``TrainingConfig.settings``), and the same mistakes made through Dagster run config of the real
 jobs. Every test runs with model loading replaced by a recorder and asserts it was never called.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from aerorl_ops.aerorl import AeroRLConfig
 from aerorl_ops.config.benchmark import ConfigError, load_benchmark_config, parse_benchmark_config
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_pipeline.bench import plan_bench
 from aerorl_pipeline.definitions import build_definitions
 from assets.training.rl_run import training_config_class
@@ -113,31 +113,33 @@ def test_plan_bench_refuses_before_anything_runs(models, batch_sizes, named):
     assert "config/benchmark.toml" in str(raised.value)
 
 
-@pytest.mark.parametrize(("settings", "named"), [
-    ({"quant_ref_bits": 3}, "quant_ref_bits must be one of {4, 8, 16}, got 3"),
-    ({"group_size": 1}, "AeroRLConfig.group_size must be >= 2 for grpo"),
-    ({"kl_coef": -0.01}, "AeroRLConfig.kl_coef must be >= 0, got -0.01"),
-    ({"kl_coef": float("nan")}, "AeroRLConfig.kl_coef must be a finite number, got nan"),
-    ({"algorithm": "trpo"}, "algorithm must be one of ('grpo', 'dr_grpo', 'rloo', 'reinforce_pp', 'ppo'), got 'trpo'"),
+@pytest.mark.parametrize(("config", "named"), [
+    (AeroRLConfig(quant_ref_bits=3), "AeroRLConfig: setting 'quant_ref_bits' must be 4 (nf4), 8 (int8) or 16, got 3"),
+    (AeroRLConfig(training={"group_size": 1}), "AeroRLConfig: group_size must be >= 2 for grpo"),
+    (AeroRLConfig(training={"kl_coef": -0.01}), "setting \"training['kl_coef']\" must be >= 0, got -0.01"),
+    (AeroRLConfig(training={"kl_coef": float("nan")}),
+     "setting \"training['kl_coef']\" must be a finite number, got nan"),
+    (AeroRLConfig(training={"algorithm": "trpo"}),
+     "must be one of ('grpo', 'dr_grpo', 'rloo', 'reinforce_pp', 'ppo'), got 'trpo'"),
 ])
-def test_rl_config_validate_names_the_field(settings, named):
-    with pytest.raises(ValueError) as raised:
-        AeroRLConfig(**settings).validate()
+def test_aerorl_config_names_the_field(config, named):
+    with pytest.raises(ConfigError) as raised:
+        config.settings()
     assert named in str(raised.value)
 
 
 def test_group_size_one_is_fine_without_groups():
-    AeroRLConfig(algorithm="reinforce_pp", group_size=1).validate()
+    assert AeroRLConfig(training={"algorithm": "reinforce_pp", "group_size": 1}).settings().group_size == 1
 
 
 @pytest.mark.parametrize(("settings", "named"), [
-    ({"quant_bits": 3}, "quant_bits must be 4 (nf4), 8 (int8) or 16, got 3"),
-    ({"group_size": 1}, "AeroRLConfig.group_size must be >= 2 for grpo"),
-    ({"kl_coef": -0.5}, "AeroRLConfig.kl_coef must be >= 0, got -0.5"),
+    ({"quant_bits": 3}, "rl_run config: setting 'quant_bits' must be 4 (nf4), 8 (int8) or 16, got 3"),
+    ({"group_size": 1}, "rl_run config: group_size must be >= 2 for grpo"),
+    ({"kl_coef": -0.5}, "rl_run config: setting 'kl_coef' must be >= 0, got -0.5"),
 ])
-def test_training_config_rl_config_refuses(settings, named):
-    with pytest.raises(ValueError) as raised:
-        TrainingConfig(**settings).rl_config()
+def test_training_config_settings_refuses(settings, named):
+    with pytest.raises(ConfigError) as raised:
+        TrainingConfig(**settings).settings()
     assert named in str(raised.value)
 
 
@@ -150,11 +152,11 @@ def step_failure_message(result: dg.ExecuteInProcessResult) -> str:
 
 
 @pytest.mark.parametrize(("settings", "named"), [
-    ({"quant_bits": 3}, "quant_bits must be 4 (nf4), 8 (int8) or 16, got 3"),
+    ({"quant_bits": 3}, "setting 'quant_bits' must be 4 (nf4), 8 (int8) or 16, got 3"),
     ({"group_size": 1}, "group_size must be >= 2 for grpo"),
-    ({"kl_coef": -0.5}, "kl_coef must be >= 0, got -0.5"),
-    ({"base_model": "no-such-model"}, "base_model='no-such-model' is neither a model key"),
-    ({"base_model": "/nonexistent/checkpoint"}, "base_model='/nonexistent/checkpoint' is neither a model key"),
+    ({"kl_coef": -0.5}, "setting 'kl_coef' must be >= 0, got -0.5"),
+    ({"base_model": "no-such-model"}, "base_model 'no-such-model' is neither a model key"),
+    ({"base_model": "/nonexistent/checkpoint"}, "base_model '/nonexistent/checkpoint' is neither a model key"),
 ])
 def test_rl_run_fails_on_bad_settings_before_loading(dagster_env, settings, named):
     result = dg.materialize([rl_run], resources=dagster_env.resources, instance=dagster_env.instance,

@@ -18,8 +18,8 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.generation.batched import GeneratedSample
+from aerorl_ops.generation.generations_table import generations_table
 from aerorl_ops.generation.partition_run import PartitionStats, partition_stats, with_partition_stats
-from aerorl_ops.generation.records import generations_table
 from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.rows import RejectedRow
 from aerorl_pipeline.definitions import build_definitions

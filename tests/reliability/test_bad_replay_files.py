@@ -10,7 +10,7 @@ import pytest
 from aerorl_ops.replay import cli as replay
 from aerorl_ops.replay.reader import iter_replay_records, load_replay, read_replay, read_replay_reference
 from aerorl_ops.rewards import evaluate_records, evaluate_table
-from aerorl_ops.rewards.records import ReplayFormatError
+from aerorl_ops.rewards.replay_lines import ReplayFormatError
 
 GOOD = b'{"id": "good", "response": "stop", "reference": "stop", "metadata": {"latency_ms": 10}}'
 BAD_LINES = {

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aerorl_ops.rewards.context import RewardContext
-from aerorl_ops.rewards.records import REPLAY_SCHEMA
+from aerorl_ops.rewards.replay_lines import REPLAY_SCHEMA
 
 
 class Encoded(NamedTuple):

@@ -10,9 +10,8 @@ import torch
 from aerorl_ops.config.fields import ConfigError, checked, help_of
 from aerorl_ops.config.training import ALGORITHMS, KL_KINDS, LOSS_AGG_MODES, TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.rl.algorithms import ALGORITHMS as ALGORITHM_OBJECTS
-from aerorl_ops.rl.config import ALGORITHM_FIELDS
-from aerorl_ops.rl.from_settings import rl_config_of
 from aerorl_ops.rl.functional import AGGREGATORS, kl_penalty
+from aerorl_ops.rl.trainer import RLTrainer
 
 
 @pytest.mark.parametrize(("name", "value", "problem"), [
@@ -38,17 +37,13 @@ def test_unset_settings_are_valid_and_take_the_algorithms_defaults():
     assert all(getattr(TRAINING_DEFAULTS, name) is None
                for name in ("kl_kind", "kl_placement", "ppo_epochs", "entropy_coef", "gamma"))
     assert checked(TrainingSettings, "run config", "training", {"ppo_epochs": None}).ppo_epochs is None
-    ppo = rl_config_of(dataclasses.replace(TRAINING_DEFAULTS, algorithm="ppo"))
-    assert (ppo.ppo_epochs, ppo.entropy_coef, ppo.gamma) == (None, None, None)  # resolved by the trainer
-    chosen = rl_config_of(dataclasses.replace(TRAINING_DEFAULTS, ppo_epochs=3, kl_kind="k2", clip_high=0.28,
-                                              loss_agg_mode="seq-mean-token-mean"))
-    assert (chosen.ppo_epochs, chosen.kl_kind, chosen.clip_high, chosen.loss_agg_mode) == (
+    ppo = RLTrainer(dataclasses.replace(TRAINING_DEFAULTS, algorithm="ppo"))
+    assert (ppo.settings.ppo_epochs, ppo.settings.entropy_coef, ppo.settings.gamma) == (None, None, None)
+    assert (ppo.resolved.ppo_epochs, ppo.resolved.entropy_coef, ppo.resolved.gamma) == (4, 0.01, 0.99)  # the trainer's
+    chosen = RLTrainer(dataclasses.replace(TRAINING_DEFAULTS, ppo_epochs=3, kl_kind="k2", clip_high=0.28,
+                                           loss_agg_mode="seq-mean-token-mean"))
+    assert (chosen.resolved.ppo_epochs, chosen.resolved.kl_kind, chosen.loss.clip_high, chosen.loss.agg_mode) == (
         3, "k2", 0.28, "seq-mean-token-mean")
-    settings = dataclasses.replace(TRAINING_DEFAULTS, kl_placement="reward", entropy_coef=0.5, gamma=0.9,
-                                   gae_lambda=0.8, value_coef=0.25, value_clip=0.1, dual_clip_c=2.0,
-                                   ppo_mini_batches=2, clip_low=0.1)
-    config = rl_config_of(settings)
-    assert all(getattr(config, name) == getattr(settings, name) for name in ALGORITHM_FIELDS)
 
 
 def test_the_named_choices_are_the_functional_cores():

@@ -10,17 +10,18 @@ import pytest
 from PIL import Image
 
 from aerorl_ops.config.benchmark import ConfigError, parse_benchmark_config
+from aerorl_ops.config.dataset_kinds import check_datasets
 from aerorl_ops.config.datasets import DATASET_KEYS, DatasetSettings
-from aerorl_ops.envs.configured import check_datasets, env_kwargs
-from aerorl_ops.evaluator.comparison import dataset_record
-from aerorl_ops.evaluator.inputs import dataset_env
+from aerorl_ops.envs.configured import dataset_env, env_kwargs
+from aerorl_ops.envs.registry import dataset_kinds
+from aerorl_ops.eval_runner.model_vs_baseline import dataset_record
 
 MINIMAL = {"benchmark": {"batch_sizes": [1]}, "models": {"tiny-qwen2-vl": {"source": "embedded:tiny-qwen2-vl"}}}
 
 
 def parsed(table: dict, root):
     return check_datasets(parse_benchmark_config({**MINIMAL, "datasets": {"shapes": table}}, path="bench.toml",
-                                                 root=root)).datasets[0]
+                                                 root=root), dataset_kinds()).datasets[0]
 
 
 @pytest.fixture

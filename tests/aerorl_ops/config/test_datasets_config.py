@@ -6,19 +6,22 @@ from __future__ import annotations
 import pytest
 
 from aerorl_ops.config.benchmark import ConfigError, parse_benchmark_config
+from aerorl_ops.config.dataset_kinds import check_datasets
 from aerorl_ops.config.datasets import DEFAULT_DATASETS, DatasetSettings
-from aerorl_ops.envs.configured import check_datasets, env_kwargs, load_config
+from aerorl_ops.envs.configured import env_kwargs
+from aerorl_ops.envs.registry import dataset_kinds
+from assets.project import load_config
 
 MINIMAL = {"benchmark": {"batch_sizes": [1]}, "models": {"tiny-qwen2-vl": {"source": "embedded:tiny-qwen2-vl"}}}
 
 
 def parsed(datasets: dict, bench: dict | None = None, root=None):
     data = {**MINIMAL, "benchmark": {"batch_sizes": [1], **(bench or {})}, "datasets": datasets}
-    return check_datasets(parse_benchmark_config(data, path="bench.toml", root=root))
+    return check_datasets(parse_benchmark_config(data, path="bench.toml", root=root), dataset_kinds())
 
 
 def test_a_file_without_datasets_runs_the_defaults():
-    config = check_datasets(parse_benchmark_config(MINIMAL, path="bench.toml"))
+    config = check_datasets(parse_benchmark_config(MINIMAL, path="bench.toml"), dataset_kinds())
     assert config.datasets == DEFAULT_DATASETS
     assert config.benchmark_datasets == ("docvqa", "chartqa", "easy_vqa")
 

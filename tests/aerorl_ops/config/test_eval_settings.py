@@ -7,7 +7,7 @@ import pytest
 from aerorl_ops.config.benchmark import parse_benchmark_config
 from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.evaluation.sampling import MAYE_SAMPLING_SETTINGS
+from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS
 
 BASE = {"benchmark": {"batch_sizes": [1]}, "models": {"tiny": {"source": "embedded:tiny-qwen2-vl"}}}
 

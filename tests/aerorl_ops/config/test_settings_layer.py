@@ -8,6 +8,7 @@ from dataclasses import fields
 
 import pytest
 
+from aerorl_ops.aerorl import AeroRLConfig
 from aerorl_ops.aerorl_compat import AERORL_REWARDS
 from aerorl_ops.config.benchmark import SECTIONS, BenchmarkConfig, ConfigError, parse_benchmark_config
 from aerorl_ops.config.fields import default_of, setting_fields
@@ -17,8 +18,6 @@ from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.rewards.components import CostReward, FormatReward
 from aerorl_ops.rewards.registry import REWARD_COMPONENTS, check_registry
 from aerorl_ops.rewards.stack import build_default_reward_stack
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.training_run import TrainingPlan
 from assets.project import BENCHMARK_CONFIG_PATH
 
 SHIPPED = tomllib.loads(BENCHMARK_CONFIG_PATH.read_text())
@@ -94,18 +93,12 @@ def test_the_benchmark_seed_seeds_generation():
     assert BenchmarkConfig(models=(), batch_sizes=(1,), seed=3).generation.seed == 3
 
 
-def test_library_training_defaults_read_from_the_settings_layer():
-    config, plan = AeroRLConfig(), TrainingPlan()
-    assert (config.quant_ref_bits, config.algorithm, config.group_size, config.learning_rate, config.kl_coef,
-            config.max_new_tokens, config.seed) == (
-        TRAINING_DEFAULTS.quant_bits, TRAINING_DEFAULTS.algorithm, TRAINING_DEFAULTS.group_size,
-        TRAINING_DEFAULTS.learning_rate, TRAINING_DEFAULTS.kl_coef, TRAINING_DEFAULTS.max_new_tokens,
-        TRAINING_DEFAULTS.seed)
-    assert (plan.warmup_steps, plan.warmup_learning_rate, plan.rl_steps, plan.prompts_per_step, plan.eval_interval,
-            plan.checkpoint_interval) == (
-        TRAINING_DEFAULTS.warmup_steps, TRAINING_DEFAULTS.warmup_learning_rate, TRAINING_DEFAULTS.steps,
-        TRAINING_DEFAULTS.prompts_per_step, TRAINING_DEFAULTS.eval_interval, TRAINING_DEFAULTS.checkpoint_interval)
-    assert (config.quant_ref_bits, config.group_size, config.learning_rate, plan.warmup_steps) == (8, 8, 1e-3, 30)
+def test_aerorl_s_config_defaults_read_from_the_settings_layer():
+    settings = AeroRLConfig().settings()
+    assert settings == TRAINING_DEFAULTS  # AeroRL's facade writes no training default of its own
+    assert (AeroRLConfig().quant_ref_bits, settings.group_size, settings.learning_rate, settings.warmup_steps) == (
+        8, 8, 1e-3, 30)
+    assert (settings.total_steps, settings.episodes_after(31)) == (90, 30 * 32 + 16 * 8)
 
 
 def test_aerorl_s_own_reward_defaults_are_kept_apart():

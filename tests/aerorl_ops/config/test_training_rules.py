@@ -1,5 +1,5 @@
 """The rules across training settings, written once in ``config.training``: the file, the command line
-(``TrainingSettings.check_rules``) and a run's ``AeroRLConfig.validate`` hold to the same ones; a flag
+(``TrainingSettings.check_rules``) and a run's config (``TrainingRunConfig.settings``) hold to the same ones; a flag
 is checked by its setting's own check, named as the flag; a curriculum's question types resolve against
 the environment."""
 
@@ -10,11 +10,11 @@ import re
 
 import pytest
 
+from aerorl_ops.aerorl import AeroRLConfig
 from aerorl_ops.config.benchmark import parse_benchmark_config
 from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.from_settings import training_environments
+from aerorl_ops.rl.run_inputs import training_environments
 
 GROUP_RULE = ("group_size must be >= 2 for grpo/dr_grpo/rloo (advantages are relative within a group), "
               ">= 1 otherwise, got 1")
@@ -44,9 +44,9 @@ def test_settings_that_keep_the_rules_pass(changes):
     assert settings.check_rules("aerorl train") is settings
 
 
-def test_the_run_config_holds_to_the_same_group_rule():
-    with pytest.raises(ConfigError, match=f"^{re.escape(f'AeroRLConfig.{GROUP_RULE}')}$"):
-        AeroRLConfig(group_size=1).validate()
+def test_aerorl_s_config_holds_to_the_same_group_rule():
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'AeroRLConfig: {GROUP_RULE}')}$"):
+        AeroRLConfig(training={"group_size": 1}).settings()
 
 
 def test_the_file_is_held_to_the_rules_naming_the_file():

@@ -6,8 +6,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aerorl_ops.envs import Completion, RewardStackGrader, TaskItem, make_env
 from aerorl_ops.envs.benchmark_tasks import JSON_ANSWER_INSTRUCTION
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.envs.reward_stack_grader import RewardStackGrader
+from aerorl_ops.envs.types import Completion, TaskItem
 from aerorl_ops.rewards.stack import build_reward_stack
 
 

@@ -8,7 +8,6 @@ from collections import Counter
 import easy_vqa
 import pytest
 
-from aerorl_ops.envs import Completion, make_env
 from aerorl_ops.envs.easy_vqa import (
     VALIDATION_IMAGE_EVERY,
     package_data_dir,
@@ -16,6 +15,8 @@ from aerorl_ops.envs.easy_vqa import (
     read_questions,
     sampled_questions,
 )
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.envs.types import Completion
 
 
 def test_reader_matches_the_package_api():

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from aerorl_ops.envs import make_env
 from aerorl_ops.envs.image_paths import ImageFolder
 from aerorl_ops.envs.items import ImageFileProblem
+from aerorl_ops.envs.registry import make_env
 
 LEAVES = "leaves the dataset folder"
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from aerorl_ops.envs import Completion, make_env
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.envs.types import Completion
 
 
 def maye_lines(files) -> list:

@@ -6,9 +6,10 @@ from collections import Counter
 
 import pytest
 
-from aerorl_ops.envs import QuestionPrior, easy_vqa_prior, easy_vqa_prior_accuracy, make_env
-from aerorl_ops.envs.easy_vqa import package_data_dir, read_questions
-from aerorl_ops.evaluation import Accuracy
+from aerorl_ops.envs.easy_vqa import easy_vqa_prior, easy_vqa_prior_accuracy, package_data_dir, read_questions
+from aerorl_ops.envs.prior import QuestionPrior
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.eval_metrics.accuracy import Accuracy
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aerorl_ops.envs import Completion, make_env
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.envs.types import Completion
 from aerorl_ops.rows import MissingColumnError
 
 

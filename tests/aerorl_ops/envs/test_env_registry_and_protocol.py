@@ -2,24 +2,18 @@ from __future__ import annotations
 
 import pytest
 
-from aerorl_ops.envs import (
+from aerorl_ops.envs.base import SingleTurnEnv, TaskEnv
+from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
+from aerorl_ops.envs.registry import (
     ENVIRONMENTS,
-    Completion,
     EnvSettingsError,
-    EpisodeState,
-    ExactMatchGrader,
-    SingleTurnEnv,
-    TaskData,
-    TaskEnv,
-    TaskItem,
     UnknownEnvironmentError,
     env_settings,
     make_env,
-    normalize_answer,
-    predicted_answer,
     register_env,
 )
-from aerorl_ops.envs.exact_match import answers_match, last_boxed
+from aerorl_ops.envs.types import Completion, EpisodeState, TaskData, TaskItem
+from aerorl_ops.text.exact_match import answers_match, last_boxed, normalize_answer, predicted_answer
 
 
 def test_unknown_name_lists_the_known_ones():

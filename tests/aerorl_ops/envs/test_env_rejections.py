@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.envs import make_env
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.rejections import (
     NoUsableRowsError,
     reason_counts,

@@ -4,8 +4,9 @@ import torch
 from PIL import Image
 
 from aerorl_ops.envs.types import Observation
+from aerorl_ops.eval_runner.episodes import Sampling, generate_replies
+from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.generation.suppression import suppressed_token_ids
-from aerorl_ops.rl.rollout import Sampling, encode_observations, generate_replies
 
 
 class _FavourToken(torch.nn.Module):

@@ -203,7 +203,7 @@ def test_rollout_weights_at_step_k_are_the_policy_after_update_k_minus_1(tiny_mo
     log-probabilities equal within float tolerance), and before a sync it still has the old ones."""
     import torch
 
-    from aerorl_ops.evaluator.replies import generate_new_tokens
+    from aerorl_ops.eval_runner.replies import generate_new_tokens
     from aerorl_ops.generation.batched import decode_image, encode_prompts, prompt_texts, trim_after_eos
     from aerorl_ops.generation.vllm_sampler import VLLMSampler, policy_weights
     from aerorl_ops.models.loading import load_vlm

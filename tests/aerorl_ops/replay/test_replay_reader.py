@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from aerorl_ops.replay.fast_reader import read_fast
 from aerorl_ops.replay.reader import iter_replay_records, load_replay, read_replay, read_replay_reference
-from aerorl_ops.rewards.records import REPLAY_SCHEMA, ReplayFormatError
+from aerorl_ops.rewards.replay_lines import REPLAY_SCHEMA, ReplayFormatError
 
 
 def comparable(path: Path, read) -> tuple:

@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from aerorl_ops.evaluation.accuracy import accuracy_report
-from aerorl_ops.evaluation.sampling import SamplingSetting
-from aerorl_ops.evaluator import EvalOutcome, SampleRecord
-from aerorl_ops.evaluator.summaries import setting_metrics
+from aerorl_ops.eval_metrics.accuracy import accuracy_report
+from aerorl_ops.eval_metrics.sampling import SamplingSetting
+from aerorl_ops.eval_runner.held_out import EvalResult
+from aerorl_ops.eval_runner.runner import EvalOutcome, SampleRecord
+from aerorl_ops.eval_runner.summaries import setting_metrics
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, step_scalars, tensorboard_dir
-from aerorl_ops.rl.held_out import EvalResult
 from aerorl_ops.rl.stats import StepStats
 
 

@@ -10,10 +10,11 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from aerorl_ops.evaluation.sampling import SamplingSetting
-from aerorl_ops.evaluator import EvalOutcome, SampleRecord, compare_outcomes
-from aerorl_ops.evaluator.records import EvalRunRecord, RoleEvaluation, eval_tables
-from aerorl_ops.evaluator.summaries import setting_metrics
+from aerorl_ops.eval_metrics.sampling import SamplingSetting
+from aerorl_ops.eval_runner.eval_rows import EvalRunRecord, RoleEvaluation, eval_tables
+from aerorl_ops.eval_runner.paired_differences import compare_outcomes
+from aerorl_ops.eval_runner.runner import EvalOutcome, SampleRecord
+from aerorl_ops.eval_runner.summaries import setting_metrics
 from aerorl_ops.reporting.eval_plots import eval_accuracy_png, save_eval_plots
 from aerorl_ops.reporting.training_plots import TRAINING_FIGURES, save_training_plots, training_curves
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions

@@ -16,7 +16,7 @@ MODULES = [
     "aerorl_ops.rewards.dataset_metrics",
     "aerorl_ops.rewards.evaluate",
     "aerorl_ops.rewards.normalize",
-    "aerorl_ops.rewards.records",
+    "aerorl_ops.rewards.replay_lines",
     "aerorl_ops.rewards.registry",
     "aerorl_ops.rewards.stack",
     "aerorl_ops.rewards.summary",

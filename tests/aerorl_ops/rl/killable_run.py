@@ -22,19 +22,19 @@ from pathlib import Path
 import duckdb
 import torch
 
-from aerorl_ops.envs import make_env
-from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.rl.recorded_run import RunObserver, record_training
 from aerorl_ops.rl.run_recorder import RunRecorder, StoredRun
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult, run_training
+from aerorl_ops.rl.training_run import TrainingResult, run_training
 
 RUN_ID = "killable"
-CONFIG = AeroRLConfig(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.1, quant_ref_bits=16,
-                      entropy_coef=0.1, seed=4)
-PLAN = TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=3, prompts_per_step=2, eval_interval=2,
-                    checkpoint_interval=2, control=False, swap_check_type="", sampled_eval_size=0)
+SETTINGS = TrainingSettings(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.1, quant_bits=16,
+                            entropy_coef=0.1, seed=4, warmup_steps=2, warmup_batch_size=4, steps=3,
+                            prompts_per_step=2, eval_interval=2, checkpoint_interval=2, control=False,
+                            swap_check_type="", sampled_eval_size=0)
 """Checkpoints after steps 2 (and warmup/) and 4, and the final one after step 5; evaluations: the prior
 and the base at step 0, the warm-up's at step 2, an RL one at step 4, the final one at step 5."""
 EVAL_ITEMS = 4
@@ -48,15 +48,14 @@ def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: int 
     held_out = make_env("easy_vqa", split="test", limit=EVAL_ITEMS, seed=0)
 
     def train_run(**callbacks) -> TrainingResult:
-        return run_training(model_dir, run_dir, CONFIG, PLAN, train_env, held_out, range(EVAL_ITEMS), device="cpu",
+        return run_training(model_dir, run_dir, SETTINGS, train_env, held_out, range(EVAL_ITEMS), device="cpu",
                             **callbacks)
 
     def kill(stats: StepStats) -> None:
         if stats.step == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    record = TrainingRunRecord.started(RUN_ID, model_dir, "easy_vqa", CONFIG, PLAN, {"steps": PLAN.rl_steps},
-                                       datetime.now(UTC))
+    record = TrainingRunRecord.started(RUN_ID, model_dir, SETTINGS, datetime.now(UTC))
     return record_training(RunRecorder(partial(duckdb.connect, str(database)), RUN_ID), record, train or train_run,
                            [], LOG, observe=lambda: nullcontext(RunObserver(on_step=kill)))
 

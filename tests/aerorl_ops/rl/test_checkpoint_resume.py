@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import aerorl_ops.rl.checkpoint as checkpoint
-from aerorl_ops.envs import make_env
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.rl.checkpoint import TRAINER_STATE, load_checkpoint_state, newest_complete_checkpoint, save_checkpoint
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.training_run import TrainingPlan, run_training
+from aerorl_ops.rl.training_run import run_training
 
 
 def test_a_checkpoint_replaces_an_older_folder_of_its_name_and_leaves_no_temporary_folder(tiny_vlm, tmp_path):
@@ -43,12 +43,12 @@ def test_a_write_that_fails_leaves_the_older_checkpoint_whole(tiny_vlm, tmp_path
 def test_a_torn_checkpoint_is_named_and_skipped_for_the_next_older_one(tiny_model_dir, tmp_path, caplog):
     torch.set_num_threads(1)
     env = make_env("easy_vqa", split="train", limit=16, seed=1)
-    plan = TrainingPlan(warmup_steps=3, warmup_batch_size=2, rl_steps=0, checkpoint_interval=1, eval_interval=10,
-                        control=False, swap_check_type="")
-    config = AeroRLConfig(group_size=2, max_new_tokens=2, kl_coef=0.0, seed=2)
+    settings = TrainingSettings(group_size=2, max_new_tokens=2, kl_coef=0.0, seed=2, warmup_steps=3,
+                                warmup_batch_size=2, steps=0, checkpoint_interval=1, eval_interval=10, control=False,
+                                swap_check_type="")
 
     def run(resume: bool):
-        return run_training(str(tiny_model_dir), tmp_path / "run", config, plan, env, env, [0, 1], device="cpu",
+        return run_training(str(tiny_model_dir), tmp_path / "run", settings, env, env, [0, 1], device="cpu",
                             resume=resume)
 
     whole = run(resume=False)

@@ -13,20 +13,20 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from aerorl_ops.envs import make_env
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.types import StepInfo, TaskData
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import SINGLE, check_data_parallel, from_environment, shard_batch
-from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler
-from aerorl_ops.rl.trainer import AeroRLTrainer
+from aerorl_ops.rl.trainer import RLTrainer
 
 RL_STEPS = 3
 PROMPTS, WARMUP_BATCH = 2, 4
 SETTINGS = {
     # GRPO, the KL to an unquantized reference as a loss term, the width-dependent aggregation, two updates a step
-    "grpo": dict(algorithm="grpo", group_size=4, kl_coef=0.05, quant_ref_bits=16,
+    "grpo": dict(algorithm="grpo", group_size=4, kl_coef=0.05, quant_bits=16,
                  loss_agg_mode="seq-mean-token-sum-norm", grad_accumulation=2, ppo_mini_batches=2),
     # PPO's value head and GAE over the global batch, LoRA with its base as the reference, a frozen vision tower
     "ppo_lora": dict(algorithm="ppo", group_size=2, kl_coef=0.05, lora_rank=4, reference="lora_base",
@@ -94,9 +94,9 @@ def train(rank: int, world_size: int, port: int, model_dir: str, settings: dict,
     torch.set_num_threads(1)
     dp = join(rank, world_size, port, timeout_s=60) if world_size > 1 else SINGLE
     torch.manual_seed(0)  # LoRA's initial adapters
-    config = AeroRLConfig(max_new_tokens=3, seed=2, **settings)
-    policy, reference = wrap_vlm_for_rl(model_dir, config, device="cpu")
-    trainer = AeroRLTrainer(config, policy, reference, dp=dp)
+    config = TrainingSettings(max_new_tokens=3, seed=2, **settings)
+    policy, reference = policy_and_reference(model_dir, config, device="cpu")
+    trainer = RLTrainer(config, policy, reference, dp=dp)
     env = SingleTurnEnv("parity", TaskData(items=list(make_env("easy_vqa", split="train", limit=8, seed=1).items)),
                         parity_grader)
     sampler = ItemSampler(env, 0)

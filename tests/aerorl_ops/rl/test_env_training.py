@@ -10,21 +10,25 @@ import pytest
 import torch
 
 from aerorl_ops.config.curriculum import parse_curriculum
-from aerorl_ops.envs import make_env
-from aerorl_ops.evaluation.sampling import SamplingSetting
-from aerorl_ops.rl.config import AeroRLConfig
+from aerorl_ops.config.evaluation import EvalSettings
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.rl.run_recorder import RunRecorder
-from aerorl_ops.rl.runtimes import ReferenceRuntime, wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import ReferenceRuntime, policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
-from aerorl_ops.rl.trainer import AeroRLTrainer, NonFiniteTrainingError
+from aerorl_ops.rl.trainer import NonFiniteTrainingError, RLTrainer
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingPlan, TrainingResult, run_training
+from aerorl_ops.rl.training_run import TrainingResult, run_training
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
-CONFIG = AeroRLConfig(group_size=4, max_new_tokens=4, learning_rate=1e-3, quant_ref_bits=8, seed=3)
-PLAN = TrainingPlan(warmup_steps=2, warmup_batch_size=8, rl_steps=2, prompts_per_step=2, eval_interval=1,
-                    checkpoint_interval=100, control=True, swap_check_type="colour",
-                    curriculum=parse_curriculum("1: colour @ 1.0; 3: shape @ 0.5"))
+SETTINGS = TrainingSettings(group_size=4, max_new_tokens=4, learning_rate=1e-3, quant_bits=8, seed=3,
+                            warmup_steps=2, warmup_batch_size=8, steps=2, prompts_per_step=2, eval_interval=1,
+                            checkpoint_interval=100, control=True, swap_check_type="colour",
+                            curriculum="1: colour @ 1.0; 3: shape @ 0.5")
+
+
+SAMPLED = EvalSettings(samples=2, k=2, greedy=True, batch_size=4)
+"""The sampled evaluations' [eval]: pass@2 of 2 samples at temperature 1, pass@1 at 0.6, greedy."""
 
 
 def record_all(path, record: TrainingRunRecord, result: TrainingResult) -> None:
@@ -48,7 +52,7 @@ def envs():
 
 def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs, tmp_path):
     train_env, eval_env = envs
-    result = run_training(str(tiny_model_dir), tmp_path / "run", CONFIG, PLAN, train_env, eval_env, range(16),
+    result = run_training(str(tiny_model_dir), tmp_path / "run", SETTINGS, train_env, eval_env, range(16),
                           device="cpu", resume=False)
     assert [(e.phase, e.step) for e in result.evals][:6] == [
         ("no_image_prior", 0), ("base", 0), ("warmup", 1), ("warmup", 2), ("rl", 3), ("final", 4)]
@@ -63,8 +67,7 @@ def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs,
     assert rl.kl is not None and rl.kl >= 0 and rl.accuracy is not None and 0 <= rl.response_clip_ratio <= 1
     when = datetime(2026, 1, 1, tzinfo=UTC)
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
-    record = TrainingRunRecord.of("r1", str(tiny_model_dir), "easy_vqa", CONFIG, PLAN, result, {"steps": 2}, when,
-                                  when, telemetry)
+    record = TrainingRunRecord.of("r1", str(tiny_model_dir), SETTINGS, result, when, when, telemetry)
     record_all(tmp_path / "t.duckdb", record, result)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
         evals = conn.execute("SELECT phase, accuracy, n FROM training_evals ORDER BY step, phase").fetchall()
@@ -83,19 +86,17 @@ def test_kl_zero_loads_and_runs_no_reference(tiny_model_dir, envs, tmp_path, mon
         raise AssertionError("the reference was loaded although kl_coef = 0")
 
     monkeypatch.setattr(ReferenceRuntime, "loaded", property(refuse))
-    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=0)
-    plan = TrainingPlan(warmup_steps=1, warmup_batch_size=4, rl_steps=1, prompts_per_step=2, control=False,
-                        swap_check_type="")
-    result = run_training(str(tiny_model_dir), tmp_path / "run", config, plan, *envs, range(4), device="cpu",
-                          resume=False)
+    settings = TrainingSettings(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=0, warmup_steps=1,
+                                warmup_batch_size=4, steps=1, prompts_per_step=2, control=False, swap_check_type="")
+    result = run_training(str(tiny_model_dir), tmp_path / "run", settings, *envs, range(4), device="cpu", resume=False)
     assert not result.reference_loaded and result.steps[-1].kl is None
 
 
 def test_same_settings_give_the_same_step_losses(tiny_model_dir, envs, tmp_path):
-    plan = TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=2, prompts_per_step=2, control=False,
-                        swap_check_type="", eval_interval=10)
-    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=5)
-    runs = [run_training(str(tiny_model_dir), tmp_path / f"run{i}", config, plan, *envs, range(4), device="cpu",
+    settings = TrainingSettings(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=5, warmup_steps=2,
+                                warmup_batch_size=4, steps=2, prompts_per_step=2, control=False, swap_check_type="",
+                                eval_interval=10)
+    runs = [run_training(str(tiny_model_dir), tmp_path / f"run{i}", settings, *envs, range(4), device="cpu",
                          resume=False) for i in range(2)]
     first, second = ([s.loss for s in run.steps] for run in runs)
     assert len(first) == 4 and first == second
@@ -106,9 +107,9 @@ def test_grad_accumulation_equals_one_big_batch(tiny_model_dir, envs):
     indices = ItemSampler(train_env, 0).batch(0, 6)
     grads = []
     for accumulation in (1, 3):
-        config = AeroRLConfig(grad_accumulation=accumulation, kl_coef=0.0, group_size=2)
-        policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
-        trainer = AeroRLTrainer(config, policy)
+        config = TrainingSettings(grad_accumulation=accumulation, kl_coef=0.0, group_size=2)
+        policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
+        trainer = RLTrainer(config, policy)
         trainer.optimizer.zero_grad(set_to_none=True)
         trainer.accumulate_supervised(train_env, indices)
         grads.append({n: p.grad.clone() for n, p in policy.loaded.model.named_parameters() if p.grad is not None})
@@ -118,9 +119,9 @@ def test_grad_accumulation_equals_one_big_batch(tiny_model_dir, envs):
 
 def test_nonfinite_steps_are_skipped_then_the_run_stops(tiny_model_dir, envs):
     train_env, _ = envs
-    config = AeroRLConfig(kl_coef=0.0, group_size=2, max_nonfinite_steps=2)
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
-    trainer = AeroRLTrainer(config, policy)
+    config = TrainingSettings(kl_coef=0.0, group_size=2, max_nonfinite_steps=2)
+    policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
+    trainer = RLTrainer(config, policy)
     head = policy.loaded.model.get_output_embeddings().weight
     saved = head.detach().clone()
     with torch.no_grad():
@@ -180,20 +181,17 @@ def test_sampled_evaluations_during_training_land_in_the_eval_tables(tiny_model_
     and at the end (validation and held-out), written as eval_* rows tied to the run and step."""
     train_env, eval_env = envs
     validation = make_env("easy_vqa", split="validation", limit=8, seed=0)
-    settings = (SamplingSetting("high_temp_pass2", n=2, k=2), SamplingSetting("greedy_pass1", greedy=True))
-    plan = TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=2, prompts_per_step=2, eval_interval=2,
-                        control=False, swap_check_type="", sampled_eval_size=3, sampled_settings=settings,
-                        sampled_batch_size=4)
-    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=1)
-    result = run_training(str(tiny_model_dir), tmp_path / "run", config, plan, train_env, eval_env, range(5),
-                          device="cpu", resume=False, validation_env=validation)
+    settings = TrainingSettings(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=1, warmup_steps=2,
+                                warmup_batch_size=4, steps=2, prompts_per_step=2, eval_interval=2, control=False,
+                                swap_check_type="", sampled_eval_size=3)
+    result = run_training(str(tiny_model_dir), tmp_path / "run", settings, train_env, eval_env, range(5),
+                          device="cpu", resume=False, validation_env=validation, evaluation=SAMPLED)
     assert [(s.step, s.phase, s.split) for s in result.sampled] == [
         (2, "warmup", "validation"), (4, "final", "validation"), (4, "final", "test")]
     assert all(s.outcome.indices == (0, 1, 2) for s in result.sampled)
     when = datetime(2026, 1, 1, tzinfo=UTC)
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
-    record = TrainingRunRecord.of("r2", str(tiny_model_dir), "easy_vqa", config, plan, result, {}, when, when,
-                                  telemetry)
+    record = TrainingRunRecord.of("r2", str(tiny_model_dir), settings, result, when, when, telemetry)
     record_all(tmp_path / "t.duckdb", record, result)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
         runs = conn.execute("SELECT eval_id, training_run_id, step, split, questions FROM eval_runs "
@@ -203,20 +201,19 @@ def test_sampled_evaluations_during_training_land_in_the_eval_tables(tiny_model_
                               "setting = 'greedy_pass1' AND question_type = 'all'").fetchone()[0]
     assert runs == [("r2@2:validation", "r2", 2, "validation", 3), ("r2@4:validation", "r2", 4, "validation", 3),
                     ("r2@4:test", "r2", 4, "test", 3)]
-    assert samples == [("greedy_pass1", 3 * 3), ("high_temp_pass2", 3 * 3 * 2)]  # 3 evals x 3 questions x n
+    assert samples == [("greedy_pass1", 3 * 3), ("high_temp_pass2", 3 * 3 * 2),
+                       ("medium_temp_pass1", 3 * 3)]  # 3 evals x 3 questions x n
     final_test = result.sampled[-1].outcome
     greedy = [s.correct for s in final_test.samples if s.setting == "greedy_pass1"]
     assert metric == pytest.approx(sum(greedy) / 3)
 
 
 def test_sampled_evaluations_change_no_training_step(tiny_model_dir, envs, tmp_path):
-    settings = (SamplingSetting("high_temp_pass2", n=2, k=2),)
-    plans = [TrainingPlan(warmup_steps=2, warmup_batch_size=4, rl_steps=2, prompts_per_step=2, control=False,
-                          swap_check_type="", eval_interval=1, sampled_eval_size=size, sampled_settings=settings,
-                          sampled_batch_size=4) for size in (0, 3)]
-    config = AeroRLConfig(group_size=2, max_new_tokens=4, kl_coef=0.0, seed=5)
-    runs = [run_training(str(tiny_model_dir), tmp_path / f"run{i}", config, plan, *envs, range(4), device="cpu",
-                         resume=False) for i, plan in enumerate(plans)]
+    runs = [run_training(str(tiny_model_dir), tmp_path / f"run{i}", TrainingSettings(
+                group_size=2, max_new_tokens=4, kl_coef=0.0, seed=5, warmup_steps=2, warmup_batch_size=4, steps=2,
+                prompts_per_step=2, control=False, swap_check_type="", eval_interval=1, sampled_eval_size=size),
+                         *envs, range(4), device="cpu", resume=False, evaluation=SAMPLED)
+            for i, size in enumerate((0, 3))]
     assert [len(run.sampled) for run in runs] == [0, 3 + 2]  # steps 1-3, then the end twice (validation, held-out)
     assert [s.loss for s in runs[0].steps] == [s.loss for s in runs[1].steps]
     assert [e.accuracy for e in runs[0].evals] == [e.accuracy for e in runs[1].evals]

@@ -8,18 +8,20 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aerorl_ops.rl.advantages import (
+    gae_advantages,
+    grpo_advantages,
+    masked_whiten,
+    reinforce_pp_advantages,
+    rloo_advantages,
+)
 from aerorl_ops.rl.functional import (
     AGGREGATORS,
     aggregate_loss,
     aggregation_share,
     explained_variance,
-    gae_advantages,
-    grpo_advantages,
     kl_penalty,
-    masked_whiten,
     policy_loss,
-    reinforce_pp_advantages,
-    rloo_advantages,
     value_loss,
 )
 

@@ -10,20 +10,18 @@ import torch
 
 from aerorl_ops.config.fields import ConfigError, parse_section
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs import make_env
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.checkpoint import load_checkpoint_state, save_checkpoint
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.from_settings import rl_config_of
 from aerorl_ops.rl.lora import ADAPTER_DIR, attach_lora, lora_layers
 from aerorl_ops.rl.rollout import supervised_batch
-from aerorl_ops.rl.runtimes import LoraBaseReference, ReferenceRuntime, wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import LoraBaseReference, ReferenceRuntime, policy_and_reference
 from aerorl_ops.rl.sequences import completion_logprobs
-from aerorl_ops.rl.trainer import AeroRLTrainer
-from aerorl_ops.rl.training_run import TrainingPlan, run_training
+from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.training_run import run_training
 from aerorl_ops.rl.vision_tower import find_vision_tower, freeze_vision_tower
 
-LORA = AeroRLConfig(group_size=2, max_new_tokens=3, kl_coef=0.0, lora_rank=4, learning_rate=1e-2, seed=3)
+LORA = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.0, lora_rank=4, learning_rate=1e-2, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -45,19 +43,19 @@ def logprobs(model, loaded, env, indices=(0, 1, 2)) -> torch.Tensor:
     ({"lora_rank": 4, "lora_alpha": 0}, "lora_alpha"),
 ])
 def test_invalid_lora_settings_name_the_field(fields, named):
-    with pytest.raises(ValueError, match=f"AeroRLConfig.{named} must be"):
-        AeroRLConfig(**fields).validate()
+    with pytest.raises(ConfigError, match=rf"^run.toml: (setting 'training.)?{named}'? must be"):
+        parse_section(TrainingSettings, "run.toml", "training", fields).check_rules("run.toml")
 
 
-def test_the_settings_reach_the_config_and_the_file_check_names_the_setting():
-    settings = TrainingSettings(lora_rank=8, reference="lora_base", freeze_vision_tower=True)
-    config = rl_config_of(settings)
-    assert (config.lora_rank, config.lora_alpha, config.lora_target_modules, config.reference,
-            config.freeze_vision_tower) == (8, 16, "all-linear", "lora_base", True)
+def test_the_file_check_names_the_setting():
+    settings = parse_section(TrainingSettings, "run.toml", "training",
+                             {"lora_rank": 8, "reference": "lora_base", "freeze_vision_tower": True})
+    assert (settings.lora_rank, settings.lora_alpha, settings.lora_target_modules, settings.reference,
+            settings.freeze_vision_tower) == (8, 16, "all-linear", "lora_base", True)
     with pytest.raises(ConfigError, match="'training.lora_rank' must be an integer >= 0"):
         parse_section(TrainingSettings, "run.toml", "training", {"lora_rank": -2})
-    with pytest.raises(ValueError, match="AeroRLConfig.reference"):
-        rl_config_of(TrainingSettings(reference="lora_base"))
+    with pytest.raises(ConfigError, match="^run.toml: reference must be 'quantized' when lora_rank = 0"):
+        TrainingSettings(reference="lora_base").check_rules("run.toml")
 
 
 def test_freezing_needs_a_vision_tower():
@@ -66,14 +64,14 @@ def test_freezing_needs_a_vision_tower():
 
 
 def test_a_frozen_vision_tower_does_not_change_and_has_no_optimizer_state(tiny_model_dir, env):
-    config = AeroRLConfig(group_size=2, max_new_tokens=3, kl_coef=0.0, freeze_vision_tower=True, seed=0)
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
+    config = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.0, freeze_vision_tower=True, seed=0)
+    policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     model = policy.loaded.model
     name, tower = find_vision_tower(model)
     assert name == "model.visual"
     visual = {id(p) for p in tower.parameters()}
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trainer = AeroRLTrainer(config, policy)
+    trainer = RLTrainer(config, policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     trainer.rl_step(env, [8, 9])
@@ -88,7 +86,7 @@ def test_a_frozen_vision_tower_does_not_change_and_has_no_optimizer_state(tiny_m
 
 
 def test_lora_adapts_only_the_language_model(fresh_tiny_vlm):
-    config = AeroRLConfig(lora_rank=2, lora_target_modules="q_proj, qkv, lm_head")  # qkv: vision only
+    config = TrainingSettings(lora_rank=2, lora_target_modules="q_proj, qkv, lm_head")  # qkv: vision only
     model = attach_lora(fresh_tiny_vlm.model, config)
     assert [n.split("layers.")[-1] for n, _ in lora_layers(model)] == ["0.self_attn.q_proj", "1.self_attn.q_proj"]
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -102,8 +100,8 @@ def test_lora_adapts_only_the_language_model(fresh_tiny_vlm):
 
 
 def test_a_lora_checkpoint_loads_as_a_plain_model_and_resumes_its_adapter(tiny_model_dir, env, tmp_path):
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), LORA, device="cpu")
-    trainer = AeroRLTrainer(LORA, policy)
+    policy, _ = policy_and_reference(str(tiny_model_dir), LORA, device="cpu")
+    trainer = RLTrainer(LORA, policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     folder = save_checkpoint(tmp_path / "step-2", policy.loaded, trainer.optimizer, 2, "base")
@@ -113,8 +111,8 @@ def test_a_lora_checkpoint_loads_as_a_plain_model_and_resumes_its_adapter(tiny_m
     trained = logprobs(policy.loaded.model, policy.loaded, env)
     assert torch.allclose(logprobs(plain.model, plain, env), trained, atol=2e-6, rtol=0)
 
-    resumed, _ = wrap_vlm_for_rl(str(folder), LORA, device="cpu")
-    again = AeroRLTrainer(LORA, resumed)
+    resumed, _ = policy_and_reference(str(folder), LORA, device="cpu")
+    again = RLTrainer(LORA, resumed)
     again.optimizer.load_state_dict(load_checkpoint_state(folder).optimizer)
     saved = dict(policy.loaded.model.named_parameters())
     loaded = dict(resumed.loaded.model.named_parameters())
@@ -129,11 +127,11 @@ def test_a_lora_checkpoint_loads_as_a_plain_model_and_resumes_its_adapter(tiny_m
 
 
 def test_the_lora_base_reference_is_the_rl_start_model(tiny_model_dir, env, tmp_path):
-    config = AeroRLConfig(group_size=2, max_new_tokens=3, kl_coef=0.1, lora_rank=4, reference="lora_base",
+    config = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.1, lora_rank=4, reference="lora_base",
                           learning_rate=1e-2, seed=3)
-    policy, reference = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
+    policy, reference = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     assert isinstance(reference, LoraBaseReference)
-    trainer = AeroRLTrainer(config, policy)
+    trainer = RLTrainer(config, policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     warmup = save_checkpoint(tmp_path / "warmup", policy.loaded, trainer.optimizer, 2, str(tmp_path / "warmup"))
@@ -162,11 +160,10 @@ def test_a_lora_run_checkpoints_plain_models(tiny_model_dir, env, tmp_path, monk
 
     if reference == "lora_base":
         monkeypatch.setattr(ReferenceRuntime, "loaded", property(refuse))
-    config = AeroRLConfig(group_size=2, max_new_tokens=3, kl_coef=0.1, lora_rank=4, reference=reference,
-                          freeze_vision_tower=True, seed=3)
-    plan = TrainingPlan(warmup_steps=1, warmup_batch_size=4, rl_steps=1, prompts_per_step=2, eval_interval=10,
-                        control=True, swap_check_type="")
-    result = run_training(str(tiny_model_dir), tmp_path / "run", config, plan, env, env, range(4), device="cpu",
+    settings = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.1, lora_rank=4, reference=reference,
+                                freeze_vision_tower=True, seed=3, warmup_steps=1, warmup_batch_size=4, steps=1,
+                                prompts_per_step=2, eval_interval=10, control=True, swap_check_type="")
+    result = run_training(str(tiny_model_dir), tmp_path / "run", settings, env, env, range(4), device="cpu",
                           resume=False)
     assert result.reference_loaded and [e.phase for e in result.evals][-2:] == ["final", "control"]
     # the first RL step's policy is the RL start model: KL 0 to its own base; int8 rounding to the quantized copy
@@ -179,13 +176,12 @@ def test_a_lora_run_checkpoints_plain_models(tiny_model_dir, env, tmp_path, monk
 
 def test_a_lora_base_run_resumed_mid_rl_continues_as_if_uninterrupted(tiny_model_dir, env, tmp_path):
     # the entropy bonus moves the policy even where every reply of a group scores the same
-    config = AeroRLConfig(group_size=2, max_new_tokens=3, kl_coef=0.1, lora_rank=4, reference="lora_base",
-                          learning_rate=1e-2, entropy_coef=0.1, seed=4)
-    plan = TrainingPlan(warmup_steps=1, warmup_batch_size=4, rl_steps=3, prompts_per_step=2, eval_interval=10,
-                        control=False, swap_check_type="")
+    settings = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.1, lora_rank=4, reference="lora_base",
+                                learning_rate=1e-2, entropy_coef=0.1, seed=4, warmup_steps=1, warmup_batch_size=4,
+                                steps=3, prompts_per_step=2, eval_interval=10, control=False, swap_check_type="")
 
     def run(folder: str, rl_steps: int, resume: bool):
-        return run_training(str(tiny_model_dir), tmp_path / folder, config, replace(plan, rl_steps=rl_steps), env,
+        return run_training(str(tiny_model_dir), tmp_path / folder, replace(settings, steps=rl_steps), env,
                             env, range(2), device="cpu", resume=resume)
 
     whole = run("whole", 3, resume=False)

@@ -7,17 +7,17 @@ import dataclasses
 import pytest
 import torch
 
-from aerorl_ops.config.training import LOSS_AGG_MODES
-from aerorl_ops.envs import make_env
+from aerorl_ops.config.training import LOSS_AGG_MODES, TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.types import StepInfo, TaskData
+from aerorl_ops.eval_runner.episodes import micro_batches, observe_all
+from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.rl.checkpoint import VALUE_HEAD, load_checkpoint_state, save_checkpoint
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.loss import Targets
-from aerorl_ops.rl.rollout import encode_observations, micro_batches, observe_all
-from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.sequences import append_completions, completion_tokens
-from aerorl_ops.rl.trainer import AeroRLTrainer, response_mask, row_spans
+from aerorl_ops.rl.trainer import RLTrainer, response_mask, row_spans
 
 
 def parity_grader(item, completion):
@@ -33,10 +33,10 @@ def env():
     return SingleTurnEnv("parity", TaskData(items=list(items)), parity_grader)
 
 
-def trainer_for(model_dir, **settings) -> AeroRLTrainer:
-    config = AeroRLConfig(**{"group_size": 4, "max_new_tokens": 3, "kl_coef": 0.0, "seed": 2, **settings})
-    policy, reference = wrap_vlm_for_rl(str(model_dir), config, device="cpu")
-    return AeroRLTrainer(config, policy, reference if config.kl_coef > 0 else None)
+def trainer_for(model_dir, **settings) -> RLTrainer:
+    config = TrainingSettings(**{"group_size": 4, "max_new_tokens": 3, "kl_coef": 0.0, "seed": 2, **settings})
+    policy, reference = policy_and_reference(str(model_dir), config, device="cpu")
+    return RLTrainer(config, policy, reference if config.kl_coef > 0 else None)
 
 
 def test_one_epoch_keeps_the_ratio_at_one_and_two_epochs_move_it(tiny_model_dir, env):
@@ -50,8 +50,8 @@ def test_one_epoch_keeps_the_ratio_at_one_and_two_epochs_move_it(tiny_model_dir,
 
 
 def test_a_ppo_step_trains_the_value_head_and_reports_its_stats(tiny_model_dir, env):
-    trainer = trainer_for(tiny_model_dir, algorithm="ppo", kl_coef=0.05, quant_ref_bits=16)
-    assert (trainer.settings.ppo_epochs, trainer.settings.kl_placement, trainer.settings.kl_kind) == (4, "reward", "k1")
+    trainer = trainer_for(tiny_model_dir, algorithm="ppo", kl_coef=0.05, quant_bits=16)
+    assert (trainer.resolved.ppo_epochs, trainer.resolved.kl_placement, trainer.resolved.kl_kind) == (4, "reward", "k1")
     assert trainer.value_head is not None and not trainer.value_head.linear.weight.any()  # zero-initialised
     stats = trainer.rl_step(env, [0, 1])
     assert stats.phase == "ppo" and trainer.state.step == 1 and not stats.skipped

@@ -15,24 +15,23 @@ import sys
 import pytest
 import torch
 
-from aerorl_ops.config.training import TRAINING_DEFAULTS
-from aerorl_ops.envs import make_env
-from aerorl_ops.evaluator.replies import observation_prompts
+from aerorl_ops.config.fields import parse_section
+from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.eval_runner.episodes import observe_all
+from aerorl_ops.eval_runner.replies import observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.generation.vllm_engine import VLLMNotInstalledError
 from aerorl_ops.generation.vllm_sampler import VLLMSampler
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.rl.config import AeroRLConfig
 from aerorl_ops.rl.distributed import DataParallel
-from aerorl_ops.rl.from_settings import rl_config_of
-from aerorl_ops.rl.rollout import observe_all
-from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.sequences import completion_logprobs
-from aerorl_ops.rl.trainer import AeroRLTrainer
-from aerorl_ops.rl.training_run import TrainingPlan, run_training
+from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.training_run import run_training
 
-CONFIG = AeroRLConfig(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.0, grad_accumulation=2, seed=5,
-                      rollout_backend="vllm")
+CONFIG = TrainingSettings(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.0, grad_accumulation=2,
+                          seed=5, rollout_backend="vllm")
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +93,8 @@ def stand_ins(monkeypatch) -> StandIns:
 def test_vllm_rollouts_without_vllm_fail_at_the_first_rl_step_saying_how_to_install(tiny_model_dir, env,
                                                                                       monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, installed or not
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), CONFIG, device="cpu")
-    trainer = AeroRLTrainer(CONFIG, policy)
+    policy, _ = policy_and_reference(str(tiny_model_dir), CONFIG, device="cpu")
+    trainer = RLTrainer(CONFIG, policy)
     trainer.supervised_step(env, [0, 1])  # supervised steps never need the engine
     with pytest.raises(VLLMNotInstalledError) as raised:
         trainer.rl_step(env, [0, 1])
@@ -108,20 +107,20 @@ def test_vllm_rollouts_without_vllm_fail_at_the_first_rl_step_saying_how_to_inst
 
 def test_vllm_rollouts_need_one_training_process():
     settings = dataclasses.replace(TRAINING_DEFAULTS, rollout_backend="vllm", nproc_per_node=2, grad_accumulation=2)
-    with pytest.raises(ValueError, match=r'rollout_backend = "vllm" needs nproc_per_node = 1, got 2'):
-        rl_config_of(settings)
-    assert rl_config_of(dataclasses.replace(settings, rollout_backend="hf")).rollout_backend == "hf"
+    with pytest.raises(ValueError, match=r'^run: rollout_backend = "vllm" needs nproc_per_node = 1, got 2'):
+        settings.check_rules("run")
+    assert dataclasses.replace(settings, rollout_backend="hf").check_rules("run").rollout_backend == "hf"
     with pytest.raises(ValueError, match="nproc_per_node = 1"):
-        AeroRLTrainer(CONFIG, dp=DataParallel(rank=0, world_size=2))
-    with pytest.raises(ValueError, match=r"rollout_backend must be one of \('hf', 'vllm'\), got 'sglang'"):
-        AeroRLConfig(rollout_backend="sglang").validate()
+        RLTrainer(CONFIG, dp=DataParallel(rank=0, world_size=2))
+    with pytest.raises(ValueError, match=r"'training.rollout_backend' must be one of \('hf', 'vllm'\), got 'sglang'"):
+        parse_section(TrainingSettings, "run", "training", {"rollout_backend": "sglang"})
 
 
 def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores_its_replies(
         tiny_model_dir, env, stand_ins, monkeypatch):
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), CONFIG, device="cpu")
+    policy, _ = policy_and_reference(str(tiny_model_dir), CONFIG, device="cpu")
     loaded = policy.loaded
-    trainer = AeroRLTrainer(CONFIG, policy)
+    trainer = RLTrainer(CONFIG, policy)
     checkpoint = snapshot(loaded.model)
     trainer.supervised_step(env, [0, 1, 2, 3])  # a warm-up update: the first rollout must see it
     scored = []
@@ -137,7 +136,7 @@ def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores
     for step_prompts in prompts:
         before.append(snapshot(loaded.model))
         trainer.rl_step(env, step_prompts)
-    trainer.on_train_end()
+    trainer.close_rollouts()
 
     (sampler,) = stand_ins.started  # started once, at the first RL step
     assert sampler.closed and trainer._rollout_sampler is None
@@ -171,16 +170,16 @@ def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores
 
 def test_a_training_run_shuts_the_engine_down_when_rl_fails(tiny_model_dir, env, stand_ins, tmp_path):
     stand_ins.fail = True
-    plan = TrainingPlan(warmup_steps=0, rl_steps=2, prompts_per_step=2, control=False, swap_check_type="",
-                        sampled_eval_size=0)
+    settings = dataclasses.replace(CONFIG, warmup_steps=0, steps=2, prompts_per_step=2, control=False,
+                                   swap_check_type="", sampled_eval_size=0)
     with pytest.raises(RuntimeError, match="the engine fell over"):
-        run_training(str(tiny_model_dir), tmp_path / "run", CONFIG, plan, env, env, [0], device="cpu", resume=False)
+        run_training(str(tiny_model_dir), tmp_path / "run", settings, env, env, [0], device="cpu", resume=False)
     (sampler,) = stand_ins.started
     assert sampler.closed and len(sampler.synced) == 1
 
 
 def test_rollouts_default_to_the_policy_generate(tiny_model_dir, env, stand_ins):
     config = dataclasses.replace(CONFIG, rollout_backend=TRAINING_DEFAULTS.rollout_backend)
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
-    AeroRLTrainer(config, policy).rl_step(env, [0, 1])
+    policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
+    RLTrainer(config, policy).rl_step(env, [0, 1])
     assert config.rollout_backend == "hf" and not stand_ins.started

@@ -12,23 +12,21 @@ import duckdb
 import pytest
 import torch
 
-from aerorl_ops.config.training import TRAINING_DEFAULTS
+from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.envs.rejections import rejection_summary
-from aerorl_ops.evaluation.accuracy import accuracy_report
-from aerorl_ops.rl.config import AeroRLConfig
-from aerorl_ops.rl.from_settings import training_environments
-from aerorl_ops.rl.held_out import EvalResult
+from aerorl_ops.eval_metrics.accuracy import accuracy_report
+from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.rl.recorded_run import record_training
+from aerorl_ops.rl.run_inputs import training_environments
 from aerorl_ops.rl.run_recorder import HELD_OUT_STAGE, TRAINING_STAGE, Rejections, RunRecorder
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingPlan, run_training
+from aerorl_ops.rl.training_run import run_training
 from aerorl_ops.rows.load_result import RejectedRow
-from tests.aerorl_ops.rl.test_from_settings import shapes_dataset
+from tests.aerorl_ops.rl.test_run_inputs import shapes_dataset
 
-CONFIG = AeroRLConfig(group_size=2, kl_coef=0.0, max_new_tokens=2)
-PLAN = TrainingPlan(warmup_steps=1, warmup_batch_size=2, rl_steps=0, eval_interval=10, control=False,
-                    swap_check_type="")
+SETTINGS = TrainingSettings(group_size=2, kl_coef=0.0, max_new_tokens=2, warmup_steps=1, warmup_batch_size=2,
+                            steps=0, eval_interval=10, control=False, swap_check_type="")
 START = datetime(2026, 3, 4, 2, tzinfo=UTC)
 
 
@@ -49,7 +47,7 @@ def rows(database, sql: str) -> list[tuple]:
 
 
 def record(run_id: str, started_at: datetime = START) -> TrainingRunRecord:
-    return TrainingRunRecord.started(run_id, "/models/tiny", "easy_vqa", CONFIG, PLAN, {}, started_at)
+    return TrainingRunRecord.started(run_id, "/models/tiny", SETTINGS, started_at)
 
 
 def test_rows_are_upserted_by_key_and_a_resumed_run_keeps_its_start(tmp_path):
@@ -94,7 +92,7 @@ def test_a_jsonl_training_datasets_rejected_rows_are_stored_and_counted(tiny_mod
     recorder = RunRecorder(partial(duckdb.connect, str(tmp_path / "t.duckdb")), "jsonl-run")
 
     def train(**callbacks):
-        return run_training(str(tiny_model_dir), tmp_path / "run", CONFIG, PLAN, train_env, held_out, [0, 1],
+        return run_training(str(tiny_model_dir), tmp_path / "run", SETTINGS, train_env, held_out, [0, 1],
                             device="cpu", resume=False, **callbacks)
 
     with caplog.at_level(logging.INFO, logger="recorder-test"):

@@ -1,7 +1,7 @@
 """RL rollouts sampled by a vLLM engine (``rollout_backend = "vllm"``) on the embedded model: marked
 ``vllm``, skipped without vLLM (``make vllm-setup``, then ``make test-vllm``).
 
-The real ``AeroRLTrainer`` runs a warm-up update and three RL steps at a learning rate that moves
+The real ``RLTrainer`` runs a warm-up update and three RL steps at a learning rate that moves
 every weight. At RL step k the engine samples with the policy's weights after update k-1 (the
 warm-up's for the first), which it did not hold before that step's sync; the rollout's tokens are
 the engine's, and its stored log-probs are the policy's own, recomputed. The engine's steps are too
@@ -57,22 +57,22 @@ def test_rl_steps_sample_with_the_policy_after_the_previous_update_and_score_wit
         tiny_model_dir, monkeypatch):
     import torch
 
-    from aerorl_ops.envs import make_env
+    from aerorl_ops.config.training import TrainingSettings
+    from aerorl_ops.envs.registry import make_env
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.entry import GenerationBackend
     from aerorl_ops.models.loading import ModelSource, load_vlm
-    from aerorl_ops.rl.config import AeroRLConfig
-    from aerorl_ops.rl.runtimes import wrap_vlm_for_rl
+    from aerorl_ops.rl.runtimes import policy_and_reference
     from aerorl_ops.rl.sequences import completion_logprobs
-    from aerorl_ops.rl.trainer import AeroRLTrainer
+    from aerorl_ops.rl.trainer import RLTrainer
 
     torch.set_num_threads(1)
     env = make_env("easy_vqa", split="train", limit=16, seed=1)
-    config = AeroRLConfig(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.0, grad_accumulation=2,
+    config = TrainingSettings(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.0, grad_accumulation=2,
                           seed=5, rollout_backend="vllm")
-    policy, _ = wrap_vlm_for_rl(str(tiny_model_dir), config, device="cpu")
+    policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     model = policy.loaded.model
-    trainer = AeroRLTrainer(config, policy, rollout_engine=GenerationBackend("vllm", **ENGINE))
+    trainer = RLTrainer(config, policy, rollout_engine=GenerationBackend("vllm", **ENGINE))
 
     def snapshot() -> dict[str, torch.Tensor]:
         return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
@@ -104,7 +104,7 @@ def test_rl_steps_sample_with_the_policy_after_the_previous_update_and_score_wit
         before.append(snapshot())  # the policy after the previous update
         trainer.rl_step(env, step_prompts)
     engine = trainer._rollout_sampler.engine
-    trainer.on_train_end()
+    trainer.close_rollouts()
     assert engine.llm is None  # shut down
 
     assert len(synced) == 3 and len(sampled) == 6  # one sync per RL step, then its two micro-batches

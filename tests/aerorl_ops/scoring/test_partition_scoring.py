@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from aerorl_ops.config.benchmark import RewardSettings
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
-from aerorl_ops.generation.records import GENERATION_SCHEMA, claimed_entities
+from aerorl_ops.generation.generations_table import GENERATION_SCHEMA, claimed_entities
 from aerorl_ops.rewards.evaluate import evaluate_records
 from aerorl_ops.rewards.verifiers import prediction_text
 from aerorl_ops.scoring.partition_scores import (

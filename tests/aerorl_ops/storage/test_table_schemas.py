@@ -12,7 +12,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from aerorl_ops.generation.records import GENERATION_SCHEMA
+from aerorl_ops.generation.generations_table import GENERATION_SCHEMA
 from aerorl_ops.reporting.partition_summary import SummaryRow
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
@@ -66,7 +66,7 @@ TABLES = {
         "VARCHAR, reason VARCHAR NOT NULL"
     ),
     "training_runs": (
-        "run_id VARCHAR NOT NULL, base_model VARCHAR, env VARCHAR, algorithm VARCHAR, quant_ref_bits INTEGER, "
+        "run_id VARCHAR NOT NULL, base_model VARCHAR, env VARCHAR, algorithm VARCHAR, quant_bits INTEGER, "
         "reference_quantization_mode VARCHAR, reference_source VARCHAR, reference_loaded BOOLEAN, "
         "final_checkpoint VARCHAR, steps INTEGER, resumed_from_step INTEGER, swap_question_type VARCHAR, "
         "swap_questions INTEGER, swap_changed DOUBLE, config JSON, started_at TIMESTAMPTZ, finished_at "
@@ -184,7 +184,7 @@ def test_a_summary_row_lands_in_duckdb_with_exactly_its_values(tmp_path: Path):
 
 def test_a_training_run_record_lands_in_duckdb_with_exactly_its_values():
     record = TrainingRunRecord(
-        run_id="rl-grpo-s0", base_model="/models/tiny", env="easy_vqa", algorithm="grpo", quant_ref_bits=4,
+        run_id="rl-grpo-s0", base_model="/models/tiny", env="easy_vqa", algorithm="grpo", quant_bits=4,
         reference_quantization_mode="nf4", reference_source="data/checkpoints/rl/warmup", reference_loaded=True,
         final_checkpoint="data/checkpoints/rl/step-40", steps=40, resumed_from_step=0,
         swap_question_type="colour", swap_questions=64, swap_changed=0.78125,
@@ -207,3 +207,18 @@ def test_rows_refuse_a_record_that_does_not_fill_the_table():
         BENCHMARK_SUMMARY.rows([summary()], run_id="r1", model_key="tiny")
     with pytest.raises(ValueError, match=r"has unknown \['extra'\]"):
         BENCHMARK_SUMMARY.rows([summary()], extra=1, **KEY)
+
+
+def test_an_older_training_runs_table_keeps_its_rows_under_the_renamed_column(tmp_path):
+    """A report database made before ``quant_ref_bits`` became ``quant_bits``: the column is renamed
+    in place (its value kept) and the columns added since are appended, NULL for the old row."""
+    with duckdb.connect(str(tmp_path / "old.duckdb")) as conn:
+        conn.execute("CREATE TABLE training_runs (run_id VARCHAR NOT NULL, base_model VARCHAR, env VARCHAR, "
+                     "algorithm VARCHAR, quant_ref_bits INTEGER)")
+        conn.execute("INSERT INTO training_runs VALUES ('old-run', '/m', 'easy_vqa', 'grpo', 4)")
+        ensure_tables(conn, [TRAINING_RUNS])
+        ensure_tables(conn, [TRAINING_RUNS])  # a second start finds nothing to change
+        names = [name for name, *_ in conn.execute("DESCRIBE training_runs").fetchall()]
+        stored = conn.execute("SELECT run_id, quant_bits, rejected_rows FROM training_runs").fetchall()
+    assert names == list(TRAINING_RUNS.column_names)
+    assert stored == [("old-run", 4, None)]

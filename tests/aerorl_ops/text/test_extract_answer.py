@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aerorl_ops.generation.records import claimed_entities
+from aerorl_ops.generation.generations_table import claimed_entities
 from aerorl_ops.text.answers import extract_answer
 
 

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from dagster_duckdb import DuckDBResource
 
+from aerorl_ops.generation.generations_table import GENERATION_SCHEMA
 from aerorl_ops.generation.partition_run import PartitionStats, with_partition_stats
-from aerorl_ops.generation.records import GENERATION_SCHEMA
 from aerorl_ops.storage.views import VIEWS
 from aerorl_pipeline.jobs import benchmark_job
 from assets.benchmark.checks import build_benchmark_checks

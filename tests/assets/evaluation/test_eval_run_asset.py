@@ -10,8 +10,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from aerorl_ops.evaluation.paired import mcnemar_exact
-from aerorl_ops.evaluator.inputs import dataset_env, dataset_settings
+from aerorl_ops.envs.configured import dataset_env, dataset_settings
+from aerorl_ops.eval_metrics.paired import mcnemar_exact
 from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH, benchmark_config
 

@@ -11,7 +11,7 @@ import dagster as dg
 import duckdb
 from PIL import Image
 
-from aerorl_ops.evaluator.comparison import EVAL_STAGE
+from aerorl_ops.eval_runner.model_vs_baseline import EVAL_STAGE
 from aerorl_pipeline.definitions import build_definitions
 
 RUN = {"model": "tiny-qwen2-vl", "baseline": "tiny-qwen2-vl", "dataset": "shapes", "n": 10, "samples": 1, "k": 1,

@@ -3,11 +3,11 @@ run ``assets.training.torchrun_worker`` unchanged. Launched as ``-m tests.assets
 
 from __future__ import annotations
 
-from aerorl_ops.rl.trainer import AeroRLTrainer
+from aerorl_ops.rl.trainer import RLTrainer
 from assets.training import torchrun_worker
 
 CRASH = "rank 1 failed on purpose at its first RL step"
-real_rl_step = AeroRLTrainer.rl_step
+real_rl_step = RLTrainer.rl_step
 
 
 def crashing_rl_step(self, env, prompts):
@@ -17,5 +17,5 @@ def crashing_rl_step(self, env, prompts):
 
 
 if __name__ == "__main__":
-    AeroRLTrainer.rl_step = crashing_rl_step
+    RLTrainer.rl_step = crashing_rl_step
     torchrun_worker.main()

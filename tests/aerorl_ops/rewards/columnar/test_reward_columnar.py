@@ -21,7 +21,7 @@ from aerorl_ops.rewards import (
 )
 from aerorl_ops.rewards.columnar import columns as columns_module
 from aerorl_ops.rewards.columnar.evaluate import round6
-from aerorl_ops.rewards.records import REPLAY_SCHEMA
+from aerorl_ops.rewards.replay_lines import REPLAY_SCHEMA
 
 SUMMARY_NUMBERS = ("count", "average_reward", "pass_rate", "pass_threshold", "component_averages", "weights",
                    "best_examples", "worst_examples")

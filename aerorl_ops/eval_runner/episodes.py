@@ -1,0 +1,92 @@
+"""Replies of a VLM to episodes of a task environment, graded: what a greedy held-out evaluation and a
+training rollout share.
+
+- ``observe_all``: each index's observation (``env.reset``);
+- ``generate_replies``: one greedy or sampled completion per prompt row; special tokens other than EOS
+  are never emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
+- ``grade``: ``env.step`` on each reply, a fresh episode per reply;
+- ``micro_batches``: items cut into contiguous, nearly equal parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.types import Completion, Observation
+from aerorl_ops.eval_runner.replies import generate_new_tokens
+from aerorl_ops.generation.batched import trim_after_eos
+from aerorl_ops.models.loading import LoadedVLM
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How rollouts sample (``top_k`` 0 = off, ``top_p`` 1 = off); ``None`` in place of it means greedy."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+
+class Replies(NamedTuple):
+    token_ids: list[list[int]]  # [B] generated ids, up to and including the first EOS
+    texts: list[str]  # [B] decoded, special tokens removed, stripped
+    truncated: list[bool]  # [B] cut at max_new_tokens without an EOS
+
+
+class Graded(NamedTuple):
+    rewards: torch.Tensor  # [B] the environment's rewards
+    correct: torch.Tensor  # [B] bool, the environment's accuracy test
+    components: dict[str, torch.Tensor]  # name -> [B] reward components (0 where a reply lacks one)
+    predictions: list[str]  # [B]
+
+
+def observe_all(env: TaskEnv, indices: Sequence[int]) -> list[Observation]:
+    return [env.reset(index)[1] for index in indices]
+
+
+def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: Sampling | None) -> Replies:
+    """One completion per prompt row of ``inputs``: greedy when ``sampling`` is None."""
+    decoding = (dict(do_sample=False, temperature=None, top_k=None, top_p=None) if sampling is None else
+                dict(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p))
+    new_tokens, eos = generate_new_tokens(loaded, inputs, max_new_tokens, decoding)
+    ids = [trim_after_eos(tokens, eos) for tokens in new_tokens]
+    texts = [loaded.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+    truncated = [len(row) >= max_new_tokens and not (row and row[-1] in eos) for row in ids]
+    return Replies(ids, texts, truncated)
+
+
+def grade(env: TaskEnv, indices: Sequence[int], replies: Replies, eos: Sequence[int]) -> Graded:
+    """``env.step`` on each reply (a fresh episode per reply)."""
+    rewards, correct, predictions, infos = [], [], [], []
+    for index, ids, text in zip(indices, replies.token_ids, replies.texts, strict=True):
+        state, _ = env.reset(index)
+        result = env.step(state, Completion(text, tuple(t for t in ids if t not in eos)))
+        rewards.append(result.reward)
+        correct.append(result.info.correct)
+        predictions.append(result.info.prediction)
+        infos.append(result.info.components)
+    names = sorted({name for components in infos for name in components})
+    components = {name: torch.tensor([float(c.get(name, 0.0)) for c in infos]) for name in names}
+    return Graded(torch.tensor(rewards, dtype=torch.float32), torch.tensor(correct, dtype=torch.bool), components,
+                  predictions)
+
+
+def micro_batches(items: Sequence, count: int) -> list[list]:
+    """``items`` cut into ``count`` contiguous, nearly equal parts (none empty).
+
+    >>> micro_batches([1, 2, 3, 4, 5], 2)
+    [[1, 2, 3], [4, 5]]
+    """
+    count = max(1, min(count, len(items)))
+    size, extra = divmod(len(items), count)
+    parts, start = [], 0
+    for part in range(count):
+        end = start + size + (part < extra)
+        parts.append(list(items[start:end]))
+        start = end
+    return parts

@@ -1,0 +1,99 @@
+"""Held-out evaluation of a policy on a task environment: greedy answers, accuracy per type.
+
+- ``evaluate_policy``: greedy replies (special tokens suppressed, at most ``max_new_tokens``) to
+  the environment's items at ``indices``, graded by ``env.step``: the mean reward and its
+  components, and accuracy (the environment's ``correct``) overall and per question type;
+- ``prior_evaluation``: the no-image prior (most common train answer per question text, fitted
+  on the training environment's items) scored on the same held-out items;
+- ``image_swap_check``: how often the answers to questions of one type change when each such
+  question is shown the image of the next one (a model that reads the image changes most).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.prior import QuestionPrior
+from aerorl_ops.envs.types import Observation
+from aerorl_ops.eval_metrics.accuracy import AccuracyReport, accuracy_report
+from aerorl_ops.eval_runner.episodes import Replies, generate_replies, grade, micro_batches, observe_all
+from aerorl_ops.eval_runner.replies import encode_observations
+from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.models.loading import LoadedVLM
+
+EVAL_BATCH_SIZE = 125
+PRIOR_PHASE = "no_image_prior"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    step: int
+    phase: str  # "base", "warmup", "rl", "final", "control" or "no_image_prior"
+    reward_mean: float | None
+    component_means: dict[str, float]
+    report: AccuracyReport
+    wall_s: float = 0.0  # training seconds before this evaluation (evaluations excluded)
+
+    @property
+    def accuracy(self) -> float:
+        return self.report.overall.accuracy
+
+    @property
+    def n(self) -> int:
+        return self.report.overall.n
+
+
+@dataclass(frozen=True)
+class SwapCheck:
+    question_type: str
+    questions: int
+    changed: float  # share of answers that changed when the image was swapped
+
+
+def greedy_replies(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int,
+                   observations: Sequence[Observation] | None = None) -> Replies:
+    """Greedy replies to the items at ``indices`` (or to ``observations`` of them), in batches."""
+    observations = list(observations) if observations is not None else observe_all(env, indices)
+    token_ids, texts, truncated = [], [], []
+    count = -(-len(indices) // EVAL_BATCH_SIZE)
+    for part in micro_batches(list(range(len(indices))), count):
+        replies = generate_replies(loaded, encode_observations(loaded, [observations[i] for i in part]),
+                                   max_new_tokens, None)
+        token_ids += replies.token_ids
+        texts += replies.texts
+        truncated += replies.truncated
+    return Replies(token_ids, texts, truncated)
+
+
+def evaluate_policy(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int, step: int,
+                    phase: str, wall_s: float = 0.0) -> EvalResult:
+    """Greedy accuracy and reward of the policy on the held-out items ``indices``."""
+    replies = greedy_replies(loaded, env, indices, max_new_tokens)
+    graded = grade(env, indices, replies, eos_token_ids(loaded))
+    report = accuracy_report((env.question_type(i), bool(c)) for i, c in zip(indices, graded.correct.tolist(),
+                                                                                  strict=True))
+    return EvalResult(step, phase, float(graded.rewards.mean()),
+                      {name: float(values.mean()) for name, values in graded.components.items()}, report, wall_s)
+
+
+def prior_evaluation(train_env: TaskEnv, eval_env: TaskEnv, indices: Sequence[int]) -> EvalResult:
+    """The no-image prior fitted on ``train_env``'s items, scored on ``eval_env``'s ``indices``."""
+    prior = QuestionPrior.fit((item.question, item.answers[0]) for item in train_env.items)
+    report = prior.accuracy([eval_env.items[i] for i in indices])
+    return EvalResult(0, PRIOR_PHASE, None, {}, report)
+
+
+def image_swap_check(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], question_type: str,
+                     max_new_tokens: int) -> SwapCheck:
+    """Answer each ``question_type`` question with its own image, then with the next such question's image."""
+    chosen = [i for i in indices if env.question_type(i) == question_type]
+    if len(chosen) < 2:
+        return SwapCheck(question_type, len(chosen), 0.0)
+    own = observe_all(env, chosen)
+    swapped = [Observation(own[(k + 1) % len(own)].images, own[k].messages) for k in range(len(own))]
+    before = greedy_replies(loaded, env, chosen, max_new_tokens, own).texts
+    after = greedy_replies(loaded, env, chosen, max_new_tokens, swapped).texts
+    changed = sum(a != b for a, b in zip(before, after, strict=True)) / len(chosen)
+    return SwapCheck(question_type, len(chosen), changed)

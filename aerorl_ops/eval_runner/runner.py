@@ -1,0 +1,163 @@
+"""``evaluate_model``: MAYE's evaluation scheme for one model on a task environment.
+
+For each sampling setting (default: MAYE's three, ``aerorl_ops.eval_metrics.sampling``), every item
+at ``indices`` gets ``setting.n`` responses (``replies.sample_responses``), in generate calls of at
+most ``batch_size`` sequences (``batch_size // n`` questions). Each response is graded by
+``env.step`` from the item's initial state: its ``correct`` flag, reward, length in tokens (EOS
+excluded), whether it was cut at ``max_new_tokens`` and whether it holds one of MAYE's reflection
+words. ``summaries.setting_metrics`` turns them into pass@k, length and reflection metrics, overall
+and per question type.
+
+Generation call ``b`` of setting ``s`` is seeded from ``(seed, s, b)``: the same model, items,
+settings, ``batch_size`` and seed give the same responses. A trainer can call this on its live
+policy: the policy's training flag and the global RNG state are left as they were.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.types import Completion
+from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS, has_reflection
+from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
+from aerorl_ops.eval_runner.replies import encode_observations, sample_responses
+from aerorl_ops.eval_runner.summaries import ALL_TYPES, SettingMetrics, question_scores, setting_metrics
+from aerorl_ops.models.loading import LoadedVLM
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One response to one question at one setting (an ``eval_samples`` row, less its eval and role)."""
+
+    setting: str
+    item_index: int
+    item_id: str
+    question_type: str | None
+    sample_no: int  # 0 .. n-1 within the question
+    response: str
+    correct: bool
+    reward: float
+    response_tokens: int  # generated tokens, EOS excluded
+    truncated: bool  # reached max_new_tokens without an EOS
+    reflection: bool  # holds one of MAYE's reflection words
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """Every response and every metric of one model's evaluation."""
+
+    indices: tuple[int, ...]
+    settings: tuple[SamplingSetting, ...]
+    max_new_tokens: int
+    seed: int
+    samples: tuple[SampleRecord, ...]
+    metrics: tuple[SettingMetrics, ...]
+    setting_wall_s: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def wall_s(self) -> float:
+        return float(sum(self.setting_wall_s.values()))
+
+    def setting(self, name: str) -> SamplingSetting:
+        for setting in self.settings:
+            if setting.name == name:
+                return setting
+        raise KeyError(f"no setting {name!r} in this evaluation; it has {[s.name for s in self.settings]}")
+
+    def metric(self, setting: str, question_type: str = ALL_TYPES) -> SettingMetrics:
+        for row in self.metrics:
+            if row.setting == setting and row.question_type == question_type:
+                return row
+        raise KeyError(f"no metrics for setting {setting!r} and question type {question_type!r}")
+
+    def question_types(self) -> list[str]:
+        """The question types present, sorted (``"all"`` not included)."""
+        return sorted({row.question_type for row in self.metrics} - {ALL_TYPES})
+
+    def question_scores(self, setting: str, question_type: str = ALL_TYPES) -> tuple[list[int], np.ndarray]:
+        """Per question (in ``indices`` order, of one type or all) the setting's pass@k estimate."""
+        chosen = [s for s in self.samples if s.setting == setting
+                  and (question_type == ALL_TYPES or s.question_type == question_type)]
+        return question_scores(self.setting(setting), chosen)
+
+    def scalars(self, prefix: str = "eval") -> dict[str, float]:
+        """Overall metrics as ``{prefix}/{setting}/{metric}`` -> value (NULL ratios left out), for loggers."""
+        names = ("accuracy", "pass_at_1", "reward_mean", "mean_length", "length_clip_ratio", "reflection_ratio",
+                 "reflection_ratio_in_correct", "reflection_ratio_in_incorrect", "correct_ratio_in_reflection",
+                 "correct_ratio_in_no_reflection")
+        values = {}
+        for row in self.metrics:
+            tag = f"{prefix}/{row.setting}" + ("" if row.question_type == ALL_TYPES else f"/{row.question_type}")
+            for name in names if row.question_type == ALL_TYPES else ("accuracy",):
+                value = getattr(row, name)
+                if value is not None:
+                    values[f"{tag}/{name}"] = float(value)
+        return values
+
+
+def _batches(indices: Sequence[int], size: int) -> list[Sequence[int]]:
+    return [indices[start:start + size] for start in range(0, len(indices), size)]
+
+
+def batch_seed(seed: int, setting_no: int, batch_no: int) -> int:
+    """The seed of one generate call: a hash of the three numbers (stable across runs and platforms)."""
+    return int(np.random.SeedSequence([seed, setting_no, batch_no]).generate_state(1)[0])
+
+
+def _evaluate_setting(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], setting: SamplingSetting,
+                      setting_no: int, max_new_tokens: int, batch_size: int, seed: int,
+                      words: tuple[str, ...]) -> list[SampleRecord]:
+    records: list[SampleRecord] = []
+    for batch_no, batch in enumerate(_batches(indices, max(1, batch_size // setting.n))):
+        episodes = [env.reset(index) for index in batch]
+        inputs = encode_observations(loaded, [observation for _, observation in episodes])
+        responses = sample_responses(loaded, inputs, setting, max_new_tokens, batch_seed(seed, setting_no, batch_no))
+        for row, (ids, text, truncated) in enumerate(zip(*responses, strict=True)):
+            question, sample_no = divmod(row, setting.n)
+            state, index = episodes[question][0], batch[question]
+            result = env.step(state, Completion(text, tuple(ids)))
+            records.append(SampleRecord(
+                setting=setting.name, item_index=index, item_id=state.item_id, question_type=env.question_type(index),
+                sample_no=sample_no, response=text, correct=bool(result.info.correct), reward=float(result.reward),
+                response_tokens=len(ids), truncated=truncated, reflection=has_reflection(text, words)))
+    return records
+
+
+def evaluate_model(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int],
+                   settings: Sequence[SamplingSetting] = MAYE_SAMPLING_SETTINGS, *, max_new_tokens: int,
+                   batch_size: int, seed: int = 0, reflection_words: Sequence[str] = REFLECTION_WORDS,
+                   on_setting: Callable[[SamplingSetting, float], None] | None = None) -> EvalOutcome:
+    """Every setting's responses to the items at ``indices``, graded, with their metrics.
+
+    A response reflects when it holds one of ``reflection_words`` (MAYE's 15 by default; case-insensitive
+    substrings). ``on_setting(setting, wall_s)`` is called after each setting (progress reporting).
+    """
+    indices = [int(index) for index in indices]
+    if not indices:
+        raise ValueError(f"environment {env.name!r}: no items to evaluate (indices is empty)")
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"environment {env.name!r}: indices repeat an item; pass each question once")
+    names = [setting.name for setting in settings]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"sampling settings must be one or more, with distinct names; got {names}")
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+    words = tuple(reflection_words)
+    samples: list[SampleRecord] = []
+    metrics: list[SettingMetrics] = []
+    wall: dict[str, float] = {}
+    for setting_no, setting in enumerate(settings):
+        started = time.perf_counter()
+        records = _evaluate_setting(loaded, env, indices, setting, setting_no, max_new_tokens, batch_size, seed,
+                                    words)
+        wall[setting.name] = time.perf_counter() - started
+        samples += records
+        metrics += setting_metrics(setting, records, max_new_tokens, words)
+        if on_setting is not None:
+            on_setting(setting, wall[setting.name])
+    return EvalOutcome(tuple(indices), tuple(settings), max_new_tokens, seed, tuple(samples), tuple(metrics), wall)

@@ -1,0 +1,124 @@
+"""The metrics of one sampling setting's responses, over all questions and per question type.
+
+For a setting that draws ``n`` responses per question and reports pass@``k``, with ``c_q`` of
+question ``q``'s responses correct (``aerorl_ops.eval_metrics`` has the formulas):
+
+- ``accuracy``: the mean over questions of the unbiased pass@k ``1 - C(n - c_q, k) / C(n, k)``, and
+  ``accuracy_stderr`` its standard error (the spread of the per-question estimates / sqrt(questions));
+- ``pass_at_1``: the share of all responses that are correct (equal to ``accuracy`` when k = 1);
+- ``reward_mean``: the environment's mean reward per response;
+- ``mean_length`` (tokens, EOS excluded) and ``length_clip_ratio`` (share that reached the cap);
+- MAYE's reflection counts and five ratios, ``None`` where a denominator is zero.
+
+``question_type`` is ``"all"`` for every question, else one type (items without a type count only in
+``"all"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from aerorl_ops.eval_metrics.pass_at_k import pass_at_k_per_question
+from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS
+from aerorl_ops.eval_metrics.response_metrics import response_metrics
+from aerorl_ops.eval_metrics.sampling import SamplingSetting
+
+ALL_TYPES = "all"
+"""The ``question_type`` of metrics over every question."""
+
+
+class Graded(Protocol):
+    """What a per-sample record must say for the metrics (``runner.SampleRecord``)."""
+
+    item_index: int
+    question_type: str | None
+    response: str
+    correct: bool
+    reward: float
+    response_tokens: int
+
+
+@dataclass(frozen=True)
+class SettingMetrics:
+    """One setting's metrics over one question type (an ``eval_metrics`` row, less its eval and role)."""
+
+    setting: str
+    question_type: str
+    k: int
+    samples_per_question: int
+    questions: int
+    responses: int
+    accuracy: float
+    accuracy_stderr: float
+    pass_at_1: float
+    reward_mean: float
+    mean_length: float
+    length_clip_ratio: float
+    n_correct: int
+    n_reflection: int
+    reflection_ratio: float | None
+    reflection_ratio_in_correct: float | None
+    reflection_ratio_in_incorrect: float | None
+    correct_ratio_in_reflection: float | None
+    correct_ratio_in_no_reflection: float | None
+
+
+def correct_counts(samples: Iterable[Graded]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Questions in order of first appearance, with their response counts ``n`` and correct counts ``c``.
+
+    >>> from types import SimpleNamespace as S
+    >>> correct_counts([S(item_index=3, correct=True), S(item_index=1, correct=False), S(item_index=3, correct=False)])
+    ([3, 1], array([2, 1]), array([1, 0]))
+    """
+    totals: dict[int, list[int]] = {}
+    for sample in samples:
+        tally = totals.setdefault(sample.item_index, [0, 0])
+        tally[0] += 1
+        tally[1] += bool(sample.correct)
+    counts = np.array(list(totals.values()), dtype=np.int64).reshape(-1, 2)  # [Q, 2]
+    return list(totals), counts[:, 0], counts[:, 1]
+
+
+def question_scores(setting: SamplingSetting, samples: Iterable[Graded]) -> tuple[list[int], np.ndarray]:
+    """Each question's unbiased pass@k (questions in order of first appearance)."""
+    indices, n, c = correct_counts(samples)
+    return indices, pass_at_k_per_question(n, c, setting.k)
+
+
+def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[Graded], max_new_tokens: int,
+             words: Sequence[str]) -> SettingMetrics:
+    _, scores = question_scores(setting, samples)  # [Q]
+    response = response_metrics([s.response for s in samples], [s.response_tokens for s in samples],
+                                [s.correct for s in samples], max_new_tokens, words)
+    reflection, length = response.reflection, response.length
+    return SettingMetrics(
+        setting=setting.name, question_type=question_type, k=setting.k, samples_per_question=setting.n,
+        questions=int(scores.size), responses=len(samples), accuracy=float(scores.mean()),
+        accuracy_stderr=float(scores.std() / np.sqrt(scores.size)),
+        pass_at_1=reflection.n_correct / len(samples), reward_mean=float(np.mean([s.reward for s in samples])),
+        mean_length=float(length.mean_length), length_clip_ratio=float(length.length_clip_ratio),
+        n_correct=reflection.n_correct, n_reflection=reflection.n_reflection,
+        reflection_ratio=reflection.reflection_ratio,
+        reflection_ratio_in_correct=reflection.reflection_ratio_in_correct,
+        reflection_ratio_in_incorrect=reflection.reflection_ratio_in_incorrect,
+        correct_ratio_in_reflection=reflection.correct_ratio_in_reflection,
+        correct_ratio_in_no_reflection=reflection.correct_ratio_in_no_reflection,
+    )
+
+
+def setting_metrics(setting: SamplingSetting, samples: Sequence[Graded], max_new_tokens: int,
+                    words: Sequence[str] = REFLECTION_WORDS) -> list[SettingMetrics]:
+    """The metrics over all of ``samples`` (one setting's), then per question type in sorted order; a
+    response reflects when it holds one of ``words``."""
+    if not samples:
+        raise ValueError(f"setting {setting.name!r}: no responses to summarise")
+    by_type: dict[str, list[Graded]] = {}
+    for sample in samples:
+        if sample.question_type is not None:
+            by_type.setdefault(sample.question_type, []).append(sample)
+    return [_metrics(setting, ALL_TYPES, samples, max_new_tokens, words),
+            *(_metrics(setting, name, by_type[name], max_new_tokens, words) for name in sorted(by_type))]

@@ -1,0 +1,49 @@
+"""Runtimes built from one ``TrainingSettings``: described without loading, failing clearly on use;
+and the library under ``rl`` never sees AeroRL's facade."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.models.loading import ModelUnavailableError
+from aerorl_ops.rl.runtimes import LoraBaseReference, policy_and_reference, reference_mode
+
+RL_PACKAGE = Path(__file__).resolve().parents[3] / "aerorl_ops" / "rl"
+
+
+def test_runtimes_describe_without_loading_and_fail_clearly_on_use(tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    policy, reference = policy_and_reference(missing, TrainingSettings(quant_bits=4), device="cpu")
+    assert reference.quantization_mode == "bitsandbytes-nf4"
+    assert reference.as_dict()["precision"] == "nf4"
+    assert policy.as_dict() == {"model_name_or_path": missing, "runtime": "trainable", "device": "cpu"}
+    with pytest.raises(ModelUnavailableError, match="no-such-model"):
+        _ = reference.loaded
+    _, hub_reference = policy_and_reference("some-org/some-vlm", TrainingSettings(), device="cpu")
+    with pytest.raises(ModelUnavailableError, match="some-org/some-vlm.*(download|cache)"):
+        _ = hub_reference.loaded
+
+
+def test_the_reference_follows_the_settings():
+    assert [reference_mode(TrainingSettings(quant_bits=bits)) for bits in (4, 8, 16)] == [
+        "bitsandbytes-nf4", "bitsandbytes-int8", "unquantized"]
+    settings = TrainingSettings(lora_rank=4, reference="lora_base")
+    _, reference = policy_and_reference("some-org/some-vlm", settings, device="cpu")
+    assert isinstance(reference, LoraBaseReference) and reference_mode(settings) == "lora-base-adapters-disabled"
+
+
+def test_nothing_under_rl_imports_the_aerorl_facade_or_its_config():
+    """The trainer, runtimes, run and record take ``TrainingSettings``; AeroRL's API stands in front."""
+    offenders = []
+    for path in sorted(RL_PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {name}" for name in names
+                          if name.startswith(("aerorl_ops.aerorl", "aerorl_ops.aerorl_compat"))]
+            if isinstance(node, ast.Name) and node.id in ("AeroRLConfig", "TrainingPlan"):
+                offenders.append(f"{path.name}: {node.id}")
+    assert offenders == []
+    assert not (RL_PACKAGE / "config.py").exists() and not (RL_PACKAGE / "from_settings.py").exists()
