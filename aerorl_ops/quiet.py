@@ -11,6 +11,9 @@ rule never applied to them):
   imported: an optional CPU kernel fetched from the model hub, which this project never uses; the
   plain CPU path it falls back to is the one the project runs. Never shown.
 
+transformers' own progress bars (``Loading weights``, ``Writing model shards``: one pair per load and
+per checkpoint) are turned off too: a run shows its own progress, not its files'.
+
 The filters only decide what is printed; nothing computed changes. Call :func:`quiet_known_logs` at a
 process's entry point, before bitsandbytes is imported (it logs the second line while importing).
 """
@@ -55,7 +58,11 @@ class AtMostFilter(logging.Filter):
 
 
 def quiet_known_logs(lines: tuple[KnownLine, ...] = KNOWN_LINES) -> None:
-    """Install one :class:`AtMostFilter` per known line on its logger; calling again adds none."""
+    """Install one :class:`AtMostFilter` per known line on its logger (calling again adds none), and
+    turn transformers' file progress bars off."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
     for line in lines:
         logger = logging.getLogger(line.logger)
         if not any(isinstance(existing, AtMostFilter) and existing.line == line for existing in logger.filters):

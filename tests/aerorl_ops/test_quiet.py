@@ -64,3 +64,23 @@ def test_the_kernels_community_line_is_never_shown_and_other_lines_pass(no_filte
         logger.warning(KERNELS + ": %s. Please `pip install kernels`", "No module named 'kernels'")
         logger.warning("another bitsandbytes warning")
     assert [record.getMessage() for record in caplog.records] == ["another bitsandbytes warning"]
+
+
+def test_transformers_file_progress_bars_are_off_after_quieting(tmp_path, capsys):
+    """Saving and loading a model draws no ``Loading weights`` / ``Writing model shards`` bar."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.enable_progress_bar()
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8))
+    model.save_pretrained(tmp_path / "before")
+    GPT2LMHeadModel.from_pretrained(tmp_path / "before")
+    shown = capsys.readouterr().err
+    quiet_known_logs()
+    try:
+        model.save_pretrained(tmp_path / "after")
+        GPT2LMHeadModel.from_pretrained(tmp_path / "after")
+        quieted = capsys.readouterr().err
+    finally:
+        transformers_logging.enable_progress_bar()
+    assert "Loading weights" in shown and "Loading weights" not in quieted and "Writing model shards" not in quieted
