@@ -165,3 +165,38 @@ def s3_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_family_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Builds a tiny checkpoint of a VLM family (``aerorl_ops.models.tiny_families``) once per session;
+    call it with the family's name. A family whose processor needs a package that is not installed
+    (SmolVLM2: num2words) is skipped."""
+    from aerorl_ops.models.tiny_families import build_tiny_family
+
+    root, built = tmp_path_factory.mktemp("tiny_families"), {}
+
+    def build(name: str) -> Path:
+        if name not in built:
+            try:
+                built[name] = build_tiny_family(name, root / name)
+            except ImportError as error:
+                built[name] = error
+        if isinstance(built[name], ImportError):
+            pytest.skip(f"tiny {name} cannot be built here: {built[name]}")
+        return built[name]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def tiny_family_vlm(tiny_family_dir) -> Callable[[str], LoadedVLM]:
+    """A family's tiny checkpoint loaded on CPU, once per session. Shared: tests must not modify it."""
+    loaded = {}
+
+    def load(name: str) -> LoadedVLM:
+        if name not in loaded:
+            loaded[name] = load_tiny(tiny_family_dir(name))
+        return loaded[name]
+
+    return load

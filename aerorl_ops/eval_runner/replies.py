@@ -43,9 +43,11 @@ def observation_prompts(loaded: LoadedVLM, observations: Sequence[Observation]) 
 
 
 def encode_observations(loaded: LoadedVLM, observations: Sequence[Observation]):
-    """Chat-templated prompts (``observation_prompts``) with their images, left-padded, on the model's device."""
-    images = [image for o in observations for image in o.images]
-    inputs = loaded.processor(text=observation_prompts(loaded, observations), images=images or None,
+    """Chat-templated prompts (``observation_prompts``) with their images (one list per prompt), left-padded,
+    on the model's device."""
+    images = [list(o.images) for o in observations]
+    inputs = loaded.processor(text=observation_prompts(loaded, observations),
+                              images=images if any(images) else None,
                               return_tensors="pt", padding=True)
     return inputs.to(loaded.device)
 

@@ -19,7 +19,7 @@ from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
 from aerorl_ops.generation.prompts import chat_messages, row_prompt
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.models.vision_tokens import vision_token_mask
+from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
 from aerorl_ops.rows.row import Row
 
 logger = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ def prompt_texts(loaded: LoadedVLM, rows: Sequence[Row]) -> list[str]:
 
 
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[Row]):
-    """Chat-templated prompts with their images, left-padded, on the model's device."""
-    inputs = loaded.processor(text=prompt_texts(loaded, rows), images=[decode_image(r) for r in rows],
+    """Chat-templated prompts with their images (one list per prompt), left-padded, on the model's device."""
+    inputs = loaded.processor(text=prompt_texts(loaded, rows), images=[[decode_image(r)] for r in rows],
                               return_tensors="pt", padding=True)
     return inputs.to(loaded.device)
 
@@ -89,11 +89,11 @@ def eos_token_ids(loaded: LoadedVLM) -> list[int]:
 
 def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationSettings,
                    batch_index: int = 0) -> list[GeneratedSample]:
-    """Generate for ``rows`` in one left-padded batch."""
+    """Generate for ``rows`` in one left-padded batch; the model gets every input the processor returns."""
     model = loaded.model
     inputs = encode_prompts(loaded, rows)
     prompt_length = inputs["input_ids"].shape[1]
-    vision = vision_token_mask(inputs["input_ids"], model.config)  # [B, T]
+    vision = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, loaded.source.label))  # [B, T]
     eos_ids = eos_token_ids(loaded)
     clock = CompletionClock(eos_ids, len(rows))
     if settings.do_sample:

@@ -26,7 +26,7 @@ from aerorl_ops.generation.batched import (
 )
 from aerorl_ops.generation.prompts import row_prompt
 from aerorl_ops.generation.vllm_engine import Engine, EngineRequest, started_engine
-from aerorl_ops.models.loading import LoadedVLM, load_config
+from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.vision_tokens import vision_token_ids
 from aerorl_ops.rows.row import Row
 
@@ -46,7 +46,7 @@ class VLLMRowGenerator:
         self.engine = engine
         self.loaded = loaded
         self.eos_ids = eos_token_ids(loaded)
-        self.vision_ids = set(vision_token_ids(load_config(loaded.source)))
+        self.vision_ids = set(vision_token_ids(loaded.processor, loaded.source.label))
 
     @property
     def device(self) -> str:

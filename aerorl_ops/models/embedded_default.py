@@ -175,6 +175,7 @@ def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
     processor = Qwen2VLImageOnlyProcessor(
         image_processor=image_processor, tokenizer=tokenizer, chat_template=QWEN2_VL_CHAT_TEMPLATE
     )
+    processor.video_processor_type = "Qwen2VLVideoProcessor"
     config = build_config(spec, tokenizer)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(spec.seed)

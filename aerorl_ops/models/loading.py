@@ -3,8 +3,8 @@
 The embedded default goes through this same path. Policy:
 - ``local_files_only`` when offline, so nothing reaches for a hub that cannot be reached;
 - ``trust_remote_code`` stays off unless the model's entry in our config turns it on;
-- Qwen2-VL-family checkpoints get the image-only processor (see ``image_only_processor``),
-  everything else ``AutoProcessor``;
+- the processor is ``AutoProcessor``'s; where the stock one cannot be built because of its video
+  processor (transformers' need torchvision), the same class without it (``image_only_processor``);
 - a model that an inference engine generates with (``backend = "vllm"``) loads its processor now
   and its transformers weights only when something asks for ``.model`` (an evaluation, say), so a
   GPU never holds the engine's copy and an idle second one.
@@ -21,7 +21,6 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForImageTextToText,
-    AutoProcessor,
     GenerationConfig,
     PreTrainedModel,
     ProcessorMixin,
@@ -29,14 +28,11 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
-from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
+from aerorl_ops.models.processor_files import build_processor
 
-IMAGE_ONLY_PROCESSORS: dict[str, type[ProcessorMixin]] = {"qwen2_vl": Qwen2VLImageOnlyProcessor}
-
-
-CHECKPOINT_FILES_ERRORS = (OSError, ValueError, KeyError, TypeError)
+CHECKPOINT_FILES_ERRORS = (OSError, ValueError, KeyError, TypeError, ImportError)
 """What transformers raises on checkpoint files it cannot use (missing, unreadable, of an unknown
-model type, a processor that cannot be built from them)."""
+model type, a processor that cannot be built from them, a package they need that is not installed)."""
 
 
 class ModelUnavailableError(RuntimeError):
@@ -132,14 +128,11 @@ def resolve_device(name: str) -> torch.device:
 
 
 def load_processor(source: ModelSource) -> ProcessorMixin:
-    """The processor for ``source``, with left padding for batched generation."""
+    """The processor for ``source`` (see ``processor_files.build_processor``), with left padding for
+    batched generation."""
     config = vlm_config(source)
-    processor_class = IMAGE_ONLY_PROCESSORS.get(config.model_type)
     try:
-        if processor_class is not None:
-            processor = processor_class.from_pretrained(source.location, **source.pretrained_kwargs())
-        else:
-            processor = AutoProcessor.from_pretrained(source.location, **source.pretrained_kwargs())
+        processor = build_processor(source.location, config.model_type, source.pretrained_kwargs())
     except CHECKPOINT_FILES_ERRORS as error:
         raise _unavailable(source, error, "its processor cannot be built") from error
     if getattr(processor, "tokenizer", None) is None:
@@ -172,8 +165,8 @@ def _load_model(source: ModelSource, device: torch.device, dtype: torch.dtype, q
         kwargs.update(quantization_config=quantization_config, device_map={"": device})
     try:
         model = AutoModelForImageTextToText.from_pretrained(source.location, **kwargs)
-    except OSError as error:
-        raise _unavailable(source, error) from error
+    except CHECKPOINT_FILES_ERRORS as error:
+        raise _unavailable(source, error, "its weights cannot be loaded") from error
     if quantization_config is None:
         model.to(device)
     return model.eval()

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLForConditionalGeneration
+from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLForConditionalGeneration, Qwen2VLProcessor
 
 from aerorl_ops.models.embedded_default import BUILD_MARKER, TinyQwen2VLSpec, build_tiny_qwen2vl
-from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor
 from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor, resolve_device
 
 SPECIAL_TOKEN_IDS = {
@@ -54,7 +53,7 @@ def test_reloads_through_the_auto_classes(tiny_model_dir: Path):
         spec.hidden_size, spec.num_layers, spec.vision_depth)
     assert model.generation_config.do_sample is False
     processor = load_processor(ModelSource(str(tiny_model_dir)))
-    assert isinstance(processor, Qwen2VLImageOnlyProcessor)
+    assert isinstance(processor, Qwen2VLProcessor) and "video_processor" not in processor.get_attributes()
     assert processor.tokenizer.padding_side == "left"
     assert processor.chat_template and "<|image_pad|>" in processor.chat_template
     assert processor.tokenizer.eos_token == "<|im_end|>"

@@ -1,4 +1,4 @@
-"""Vision placeholder positions in a tokenized Qwen2-VL batch."""
+"""Vision placeholder positions in a tokenized Qwen2-VL batch, from its processor."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def test_mask_marks_exactly_the_image_pad_tokens(tiny_vlm):
                for q in ("What is the total?", "Which year has the highest value on this chart?")]
     batch = processor(text=prompts, images=[image(448, 448), image(120, 90)], return_tensors="pt", padding=True)
     input_ids, grid = batch["input_ids"], batch["image_grid_thw"]  # [2, T], [2, 3]
-    mask = vision_token_mask(input_ids, config)  # [2, T]
+    mask = vision_token_mask(input_ids, vision_token_ids(processor))  # [2, T]
+    assert torch.equal(mask, vision_token_mask(input_ids, config))  # training's callers still pass the config
     assert mask.shape == input_ids.shape and mask.dtype == torch.bool
     tokenizer = processor.tokenizer
     for row in range(2):
@@ -37,8 +38,9 @@ def test_mask_marks_exactly_the_image_pad_tokens(tiny_vlm):
     assert not mask[batch["attention_mask"] == 0].any()  # left padding is never a vision token
 
 
-def test_vision_token_ids_come_from_the_config(tiny_vlm):
+def test_vision_token_ids_come_from_the_processor_and_agree_with_the_config(tiny_vlm):
     config = tiny_vlm.model.config
-    assert vision_token_ids(config) == tuple(sorted({config.image_token_id, config.video_token_id}))
+    vision_ids = vision_token_ids(tiny_vlm.processor)
+    assert vision_ids == tuple(sorted({config.image_token_id, config.video_token_id}))
     ids = torch.tensor([[config.video_token_id, 5, config.image_token_id]])
-    assert vision_token_mask(ids, config).tolist() == [[True, False, True]]
+    assert vision_token_mask(ids, vision_ids).tolist() == [[True, False, True]]

@@ -1,0 +1,255 @@
+"""Tiny random-init checkpoints of every VLM family, built locally from transformers' own classes.
+
+``build_tiny_family(name, output_dir)`` writes a folder in a hub checkpoint's layout (config.json,
+safetensors, tokenizer files, processor config, chat template, generation config) that loads
+through exactly the path a real checkpoint of that family takes. The tokenizer is the embedded
+default's approach (byte-level BPE trained on a fixed corpus) with the family's special tokens,
+its processor is the family's class (image-only where the stock one declares a video processor)
+and its chat template the family's (``family_chat_templates``). Models are tiny (hidden 64, one
+layer, one-layer vision towers, small images) and seeded, so a build takes seconds and is the same
+every time. ``FAMILIES`` is the table: family -> tokens, processor and config keywords, where a
+``Token`` stands for that token's id in the built tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoConfig, AutoModelForImageTextToText, PreTrainedModel, PreTrainedTokenizerFast
+from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
+
+from aerorl_ops.models import family_chat_templates as templates
+from aerorl_ops.models.chat_template import QWEN2_VL_CHAT_TEMPLATE, QWEN_SPECIAL_TOKENS
+from aerorl_ops.models.image_only_processor import ImageOnlyProcessor, image_only, save_processor
+from aerorl_ops.models.tokenizer_corpus import tokenizer_training_corpus
+
+BPE_VOCAB_SIZE = 512
+HIDDEN = 64
+
+
+@dataclass(frozen=True)
+class Token:
+    """A config value that is the id of ``text`` in the family's tokenizer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class TinyFamily:
+    """How to build one family's tiny checkpoint.
+
+    ``tokens``: the tokenizer's named tokens (eos_token, pad_token, bos_token, and attributes the
+    processor reads such as image_token); ``special_tokens``: every special token of the vocabulary;
+    ``image_processor``: the image processor's class name and keywords; ``processor``: the processor's
+    keywords besides its sub-processors; ``config``: keywords of the family's config class.
+    """
+
+    model_type: str
+    chat_template: str
+    tokens: dict[str, str]
+    special_tokens: tuple[str, ...]
+    image_processor: tuple[str, dict]
+    config: dict
+    processor: dict = field(default_factory=dict)
+    video_processor_type: str | None = None
+
+
+def _text(**overrides) -> dict:
+    """A one-layer decoder of width ``HIDDEN``."""
+    return dict(hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=1, num_attention_heads=2,
+                num_key_value_heads=1, max_position_embeddings=4096, **overrides)
+
+
+def _siglip(image_size: int, patch_size: int, **overrides) -> dict:
+    return dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                image_size=image_size, patch_size=patch_size, **overrides)
+
+
+_QWEN_TOKENS = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "image_token": "<|image_pad|>",
+                "video_token": "<|video_pad|>"}
+_QWEN_IDS = dict(image_token_id=Token("<|image_pad|>"), video_token_id=Token("<|video_pad|>"),
+                 vision_start_token_id=Token("<|vision_start|>"), vision_end_token_id=Token("<|vision_end|>"))
+_QWEN_IMAGES = ("Qwen2VLImageProcessorPil", dict(min_pixels=56 * 56, max_pixels=112 * 112))
+_MROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]}  # head_dim 32: 16 pairs
+_IDEFICS_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<end_of_utterance>", "<fake_token_around_image>",
+                   "<image>", "<global-img>")
+_IDEFICS_IMAGES = dict(do_image_splitting=False, size={"longest_edge": 64}, max_image_size={"longest_edge": 64})
+_IDEFICS = dict(image_token_id=Token("<image>"), scale_factor=2,
+                vision_config=_siglip(64, 16), text_config=_text(pad_token_id=Token("<|end_of_text|>")))
+_CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+FAMILIES: dict[str, TinyFamily] = {
+    "qwen2-vl": TinyFamily(
+        "qwen2_vl", QWEN2_VL_CHAT_TEMPLATE, _QWEN_TOKENS, QWEN_SPECIAL_TOKENS, _QWEN_IMAGES,
+        dict(text_config=_text(rope_parameters=_MROPE), vision_config=dict(
+            depth=1, embed_dim=32, hidden_size=HIDDEN, num_heads=2, mlp_ratio=2, patch_size=14), **_QWEN_IDS),
+        video_processor_type="Qwen2VLVideoProcessor"),
+    "qwen2.5-vl": TinyFamily(
+        "qwen2_5_vl", QWEN2_VL_CHAT_TEMPLATE, _QWEN_TOKENS, QWEN_SPECIAL_TOKENS, _QWEN_IMAGES,
+        dict(text_config=_text(rope_parameters=_MROPE), vision_config=dict(
+            depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=HIDDEN,
+            fullatt_block_indexes=[0], window_size=56, patch_size=14), **_QWEN_IDS),
+        video_processor_type="Qwen2VLVideoProcessor"),
+    "qwen3-vl": TinyFamily(
+        "qwen3_vl", templates.QWEN3_VL_CHAT_TEMPLATE, _QWEN_TOKENS, QWEN_SPECIAL_TOKENS,
+        ("Qwen2VLImageProcessorPil", dict(patch_size=16, min_pixels=64 * 64, max_pixels=128 * 128)),
+        dict(text_config=_text(head_dim=32, rope_parameters={
+            "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 4, 4], "mrope_interleaved": True}),
+            vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=HIDDEN,
+                               patch_size=16, num_position_embeddings=16, deepstack_visual_indexes=[0]),
+            **_QWEN_IDS),
+        video_processor_type="Qwen3VLVideoProcessor"),
+    "smolvlm": TinyFamily(  # SmolVLM(-256M/-500M/-Instruct) checkpoints are Idefics3
+        "idefics3", templates.IDEFICS3_CHAT_TEMPLATE,
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<end_of_utterance>", "pad_token": "<|end_of_text|>"},
+        _IDEFICS_TOKENS, ("Idefics3ImageProcessorPil", _IDEFICS_IMAGES), _IDEFICS, dict(image_seq_len=4)),
+    "smolvlm2": TinyFamily(
+        "smolvlm", templates.IDEFICS3_CHAT_TEMPLATE,
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<end_of_utterance>", "pad_token": "<|end_of_text|>",
+         "image_token": "<image>", "fake_image_token": "<fake_token_around_image>",
+         "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>"},
+        _IDEFICS_TOKENS, ("SmolVLMImageProcessorPil", _IDEFICS_IMAGES), _IDEFICS, dict(image_seq_len=4),
+        video_processor_type="SmolVLMVideoProcessor"),
+    "gemma3": TinyFamily(
+        "gemma3", templates.GEMMA3_CHAT_TEMPLATE,
+        {"bos_token": "<bos>", "eos_token": "<end_of_turn>", "pad_token": "<pad>", "boi_token": "<start_of_image>",
+         "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"},
+        ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
+         "<image_soft_token>"),
+        ("Gemma3ImageProcessorPil", dict(size={"height": 64, "width": 64})),
+        dict(text_config=_text(head_dim=32, query_pre_attn_scalar=32, sliding_window=64,
+                               pad_token_id=Token("<pad>"), bos_token_id=Token("<bos>"),
+                               eos_token_id=Token("<end_of_turn>")),
+             vision_config=_siglip(64, 16, vision_use_head=False), mm_tokens_per_image=4,
+             boi_token_index=Token("<start_of_image>"), eoi_token_index=Token("<end_of_image>"),
+             image_token_index=Token("<image_soft_token>")),
+        dict(image_seq_length=4)),
+    "llava-onevision": TinyFamily(
+        "llava_onevision", templates.LLAVA_ONEVISION_CHAT_TEMPLATE,
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "image_token": "<image>", "video_token": "<video>"},
+        _CHATML + ("<image>", "<video>"),
+        ("LlavaOnevisionImageProcessorPil", dict(size={"height": 32, "width": 32}, crop_size=None,
+                                                 image_grid_pinpoints=[[32, 32], [32, 64], [64, 32], [64, 64]])),
+        dict(text_config=dict(_text(), model_type="qwen2"),
+             vision_config=_siglip(32, 16, model_type="siglip_vision_model"),
+             image_token_index=Token("<image>"), video_token_index=Token("<video>"),
+             image_grid_pinpoints=[[32, 32], [32, 64], [64, 32], [64, 64]], vision_feature_layer=-1,
+             vision_feature_select_strategy="full"),
+        dict(num_image_tokens=4, vision_feature_select_strategy="full"),
+        video_processor_type="LlavaOnevisionVideoProcessor"),
+    "internvl": TinyFamily(
+        "internvl", templates.INTERNVL_CHAT_TEMPLATE,
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "start_image_token": "<img>",
+         "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"},
+        _CHATML + ("<img>", "</img>", "<IMG_CONTEXT>", "<video>"),
+        ("GotOcr2ImageProcessorPil", dict(size={"height": 32, "width": 32}, crop_to_patches=False)),
+        dict(text_config=dict(_text(), model_type="qwen2"), vision_config=dict(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=[32, 32],
+            patch_size=[8, 8]), image_token_id=Token("<IMG_CONTEXT>"), image_seq_length=4, downsample_ratio=0.5),
+        dict(image_seq_length=4),
+        video_processor_type="InternVLVideoProcessor"),
+    "glm4.1v": TinyFamily(
+        "glm4v", templates.GLM4V_CHAT_TEMPLATE,
+        {"eos_token": "<|user|>", "pad_token": "<|endoftext|>", "image_token": "<|image|>", "video_token": "<|video|>"},
+        ("<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|begin_of_image|>",
+         "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>"),
+        ("Glm4vImageProcessorPil", dict(size={"shortest_edge": 56 * 56, "longest_edge": 112 * 112})),
+        dict(text_config=_text(rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "mrope_section": [2, 3, 3], "partial_rotary_factor": 0.5}),
+             vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=HIDDEN,
+                                image_size=56, patch_size=14),
+             image_token_id=Token("<|image|>"), video_token_id=Token("<|video|>"),
+             image_start_token_id=Token("<|begin_of_image|>"), image_end_token_id=Token("<|end_of_image|>"),
+             video_start_token_id=Token("<|begin_of_video|>"), video_end_token_id=Token("<|end_of_video|>")),
+        video_processor_type="Glm4vVideoProcessor"),
+}
+
+
+def family(name: str) -> TinyFamily:
+    if name not in FAMILIES:
+        raise ValueError(f"no tiny checkpoint for family {name!r}; known families: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def train_family_tokenizer(spec: TinyFamily) -> PreTrainedTokenizerFast:
+    """Byte-level BPE on the embedded default's corpus, with the family's special and named tokens."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB_SIZE, special_tokens=list(spec.special_tokens),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(tokenizer_training_corpus(), trainer)
+    standard = {key: value for key, value in spec.tokens.items() if key in ("bos_token", "eos_token", "pad_token")}
+    extra = {key: value for key, value in spec.tokens.items() if key not in standard}
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, model_max_length=4096, padding_side="left",
+                                   extra_special_tokens=extra, **standard)
+
+
+def resolve_tokens(value, tokenizer):
+    """``value`` with every ``Token`` replaced by its id in ``tokenizer`` (through dicts and lists)."""
+    if isinstance(value, Token):
+        token_id = tokenizer.convert_tokens_to_ids(value.text)
+        if token_id is None or token_id == tokenizer.unk_token_id:
+            raise ValueError(f"token {value.text!r} is not in the tokenizer; add it to the family's special_tokens")
+        return token_id
+    if isinstance(value, dict):
+        return {key: resolve_tokens(item, tokenizer) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_tokens(item, tokenizer) for item in value]
+    return value
+
+
+def family_config(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
+    """The family's config, its token ids the tokenizer's, its vocabulary the tokenizer's (rounded up to 64)."""
+    kwargs = resolve_tokens(spec.config, tokenizer)
+    text = kwargs.setdefault("text_config", {})
+    text.setdefault("vocab_size", -(-len(tokenizer) // 64) * 64)
+    special = {name: resolve_tokens(Token(spec.tokens[key]), tokenizer)
+               for name, key in (("eos_token_id", "eos_token"), ("pad_token_id", "pad_token"),
+                                 ("bos_token_id", "bos_token")) if key in spec.tokens}
+    special.setdefault("bos_token_id", special.get("pad_token_id"))
+    for name, token_id in special.items():
+        text.setdefault(name, token_id)
+    return AutoConfig.for_model(spec.model_type, **kwargs)
+
+
+def random_init_model(config, seed: int = 0) -> PreTrainedModel:
+    """``AutoModelForImageTextToText`` of ``config``, weights drawn from ``seed`` (the caller's RNG left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return AutoModelForImageTextToText.from_config(config)
+
+
+def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
+    """The family's processor (image-only where the stock class declares a video processor)."""
+    import transformers
+
+    class_name, image_kwargs = spec.image_processor
+    image_processor = getattr(transformers, class_name)(**image_kwargs)
+    processor_class = image_only(processor_class_from_name(PROCESSOR_MAPPING_NAMES[spec.model_type]))
+    processor = processor_class(image_processor=image_processor, tokenizer=tokenizer,
+                                chat_template=spec.chat_template, **spec.processor)
+    if isinstance(processor, ImageOnlyProcessor):
+        processor.video_processor_type = spec.video_processor_type
+    return processor
+
+
+def build_tiny_family(name: str, output_dir: Path, seed: int = 0) -> Path:
+    """Write family ``name``'s tiny checkpoint into ``output_dir`` (created) and return it."""
+    spec = family(name)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_family_tokenizer(spec)
+    processor = family_processor(spec, tokenizer)
+    config = family_config(spec, tokenizer)
+    model = random_init_model(config, seed)
+    eos = tokenizer.eos_token_id
+    model.generation_config.do_sample = False
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(output_dir)
+    save_processor(processor, output_dir)
+    return output_dir

@@ -1,0 +1,138 @@
+"""Tiny checkpoints of every VLM family load through the project's loader, with the family's own
+processor (image-only where the stock one needs torchvision for video) and vision-token masks
+read from that processor."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from PIL import Image
+from transformers import AutoProcessor
+from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+from transformers.utils import is_torchvision_available
+
+from aerorl_ops.generation.prompts import chat_messages
+from aerorl_ops.models import processor_files
+from aerorl_ops.models.image_only_processor import ImageOnlyProcessor
+from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor, load_vlm
+from aerorl_ops.models.tiny_families import FAMILIES, build_tiny_family, family
+from aerorl_ops.models.vision_tokens import UnknownVisionTokensError, vision_token_ids, vision_token_mask
+
+TYPED_MASKS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "gemma3", "llava-onevision", "internvl", "glm4.1v")
+"""Families whose processor's own token-type ids mark exactly the tokens of ``vision_token_ids``."""
+TOKENS_PER_IMAGE = {"smolvlm": 4, "smolvlm2": 4, "gemma3": 4}
+"""Families with a fixed number of image tokens per image (no tiling at the tiny image size)."""
+
+
+def two_prompts(processor):
+    texts = [processor.apply_chat_template(chat_messages(q), add_generation_prompt=True, tokenize=False)
+             for q in ("What is the total?", "Which year has the highest value?")]
+    images = [[Image.new("RGB", (448, 448), (200, 180, 160))], [Image.new("RGB", (448, 336), (20, 80, 160))]]
+    return processor(text=texts, images=images, return_tensors="pt", padding=True, return_mm_token_type_ids=True)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_family_loads_with_its_own_processor_and_its_vision_tokens(name, tiny_family_vlm):
+    loaded = tiny_family_vlm(name)
+    processor = loaded.processor
+    stock = processor.stock_class if isinstance(processor, ImageOnlyProcessor) else type(processor)
+    assert stock.__name__ == PROCESSOR_MAPPING_NAMES[family(name).model_type]
+    assert loaded.model.config.model_type == family(name).model_type
+    assert processor.tokenizer.padding_side == "left"
+    batch = two_prompts(processor)
+    mask = vision_token_mask(batch["input_ids"], vision_token_ids(processor, name))  # [2, T]
+    counts = mask.sum(dim=1).tolist()
+    assert min(counts) > 0
+    assert not mask[batch["attention_mask"] == 0].any()  # padding is never a vision token
+    if name in TYPED_MASKS:
+        types = batch.get("mm_token_type_ids", batch.get("token_type_ids"))  # [2, T]
+        assert ((types != 0) == mask).all()
+    if name in TOKENS_PER_IMAGE:
+        assert counts == [TOKENS_PER_IMAGE[name]] * 2
+
+
+def test_a_processor_whose_video_part_needs_torchvision_loads_image_only(tiny_family_dir):
+    folder = tiny_family_dir("qwen2.5-vl")
+    declared = json.loads((folder / "processor_config.json").read_text())
+    assert declared["processor_class"] == "Qwen2_5_VLProcessor"  # saved as the stock class ...
+    assert declared["video_processor"]["video_processor_type"] == "Qwen2VLVideoProcessor"  # ... with its video part
+    if not is_torchvision_available():
+        with pytest.raises(ImportError, match="(?i)torchvision"):
+            AutoProcessor.from_pretrained(folder)
+    processor = load_processor(ModelSource(str(folder)))
+    assert type(processor).__name__ == "Qwen2_5_VLImageOnlyProcessor"
+    assert processor.get_attributes() == ["image_processor", "tokenizer"]
+    assert processor.video_processor_type == "Qwen2VLVideoProcessor"  # declared again when saved
+
+
+def test_a_checkpoint_without_a_declared_video_processor_still_loads(tiny_family_dir, tmp_path):
+    folder = tmp_path / "no-video"
+    folder.mkdir()
+    for path in tiny_family_dir("internvl").iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    declared = json.loads((folder / "processor_config.json").read_text())
+    del declared["video_processor"]
+    (folder / "processor_config.json").write_text(json.dumps(declared))
+    processor = load_processor(ModelSource(str(folder)))
+    assert type(processor).__name__ == "InternVLImageOnlyProcessor" and processor.video_processor_type is None
+
+
+def test_a_model_whose_image_token_the_tokenizer_does_not_know_is_named(tiny_vlm):
+    stranger = SimpleNamespace(tokenizer=tiny_vlm.tokenizer, image_token="<not-a-token>", image_token_ids=[None])
+    with pytest.raises(UnknownVisionTokensError, match="cannot tell which tokens of 'my-vlm' are vision tokens"):
+        vision_token_ids(stranger, "'my-vlm'")
+
+
+def test_a_config_without_vision_token_ids_is_an_error_not_an_empty_mask():
+    with pytest.raises(UnknownVisionTokensError, match="names none of"):
+        vision_token_mask(torch.tensor([[1, 2]]), SimpleNamespace())
+
+
+def test_the_build_is_deterministic_and_unknown_families_are_named(tiny_family_dir, tmp_path):
+    first = tiny_family_dir("gemma3")
+    second = build_tiny_family("gemma3", tmp_path / "again")
+    for path in first.iterdir():
+        assert (second / path.name).read_bytes() == path.read_bytes(), path.name
+    with pytest.raises(ValueError, match="no tiny checkpoint for family 'gpt2'; known families: qwen2-vl"):
+        family("gpt2")
+
+
+def one_line_error(call) -> str:
+    with pytest.raises(ModelUnavailableError) as raised:
+        call()
+    assert "\n" not in str(raised.value)
+    return str(raised.value)
+
+
+def test_a_processor_that_needs_a_missing_package_is_one_line_naming_it(tiny_family_dir, monkeypatch):
+    folder = tiny_family_dir("gemma3")  # its processor has no video part to drop
+
+    def missing_package(*args, **kwargs):
+        raise ImportError("Package `num2words` is required to run this processor.\nInstall it.")
+
+    monkeypatch.setattr(processor_files.AutoProcessor, "from_pretrained", missing_package)
+    message = one_line_error(lambda: load_processor(ModelSource(str(folder))))
+    assert message == (f"cannot load model '{folder}': the directory '{folder}' exists but is not a loadable "
+                       "checkpoint (its processor cannot be built: Package `num2words` is required to run this "
+                       "processor. Install it.)")
+
+
+def test_a_checkpoint_without_weights_is_one_line_naming_it(tiny_family_dir, tmp_path):
+    folder = tmp_path / "no-weights"
+    folder.mkdir()
+    for path in tiny_family_dir("qwen3-vl").iterdir():
+        if path.suffix != ".safetensors":
+            (folder / path.name).write_bytes(path.read_bytes())
+    message = one_line_error(lambda: load_vlm(ModelSource(str(folder)), torch.device("cpu")))
+    assert message.startswith(f"cannot load model '{folder}': the directory '{folder}' exists but is not a loadable "
+                              "checkpoint (its weights cannot be loaded: ")
+
+
+def test_videos_to_an_image_only_processor_are_an_error_saying_why(tiny_family_vlm):
+    processor = tiny_family_vlm("qwen2.5-vl").processor
+    with pytest.raises(ValueError, match="built without its video processor"):
+        processor(text=["<|vision_start|><|video_pad|><|vision_end|>"], videos=[[Image.new("RGB", (56, 56))] * 2],
+                  return_tensors="pt")
