@@ -34,7 +34,8 @@ from aerorl_ops.config.training import ALGORITHMS, TRAINING_DEFAULTS, TrainingSe
 from aerorl_ops.eval_metrics.accuracy import Accuracy
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.rl.run_inputs import training_environments
-from aerorl_ops.rl.training_run import TrainingResult, run_training
+from aerorl_ops.rl.run_result import TrainingResult
+from aerorl_ops.rl.training_run import run_training
 
 LEARNED_AT = 2.0  # a gain beyond this many standard errors counts as learning
 

@@ -32,9 +32,10 @@ from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.rollout import collect_rollout
 from aerorl_ops.rl.run_inputs import training_environments
+from aerorl_ops.rl.run_result import TrainingResult
 from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, reference_mode
 from aerorl_ops.rl.sequences import SequenceBatch, final_hidden_states
-from aerorl_ops.rl.training_run import TrainingResult, run_training
+from aerorl_ops.rl.training_run import run_training
 
 ROLLOUT_PROMPTS = 4
 PHASES = ("no_image_prior", "base", "warmup", "final", "control")

@@ -16,6 +16,10 @@ through the same optimizer. Parameters start equal on every rank: the trainer br
 whenever its optimizer is (re)built, as DDP does at construction. FSDP2 (sharded parameters) is
 not used: a model that fits one device is assumed.
 
+An RL step asks for its rank's share of the rollout once (:meth:`DataParallel.share_rollout`, a
+:class:`RolloutShare`): the micro-batches to sample, ``gather_rollout`` for the global tensors in
+global row order, and its part of every minibatch update; the trainer's step holds no bookkeeping.
+
 The default, one process, is :data:`SINGLE`: no process group, every collective a no-op, so the
 in-process path computes exactly what it did before data parallelism existed.
 """
@@ -26,6 +30,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
@@ -35,6 +40,7 @@ from aerorl_ops.eval_runner.episodes import micro_batches
 BUCKET_ELEMENTS = 1 << 24
 """Gradients are all-reduced in flat buckets of at most this many elements (64 MiB of float32)."""
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,12 @@ class DataParallel:
         else:
             dist.barrier()
 
+    def share_rollout(self, rows: int, micro_batch_count: int, minibatch_count: int) -> RolloutShare:
+        """This rank's share of a rollout of ``rows`` rows cut into ``micro_batch_count`` micro-batches
+        grouped into ``minibatch_count`` minibatches (:func:`shard_batch`)."""
+        return RolloutShare(shard_batch(rows, micro_batch_count, minibatch_count, self.world_size, "the rollout"),
+                            self)
+
     def close(self) -> None:
         """Leave the process group (a no-op in one process)."""
         if self.world_size > 1 and dist.is_initialized():
@@ -168,6 +180,45 @@ class BatchShards:
         by_rank = dp.gather_rows(local, [len(self.rows_of(rank)) for rank in ranks])  # [B, ...] rank after rank
         order = torch.tensor([row for rank in ranks for row in self.rows_of(rank)], device=by_rank.device)  # [B]
         return torch.empty_like(by_rank).index_copy_(0, order, by_rank)
+
+
+@dataclass(frozen=True)
+class RolloutShare:
+    """This rank's share of an RL step's rollout (:meth:`DataParallel.share_rollout`): which global
+    micro-batches it samples and scores, how its rows gather into the global batch, and its part of
+    every minibatch update. With one process it is the whole rollout and gathering is the identity."""
+
+    shards: BatchShards
+    dp: DataParallel
+
+    @property
+    def parts(self) -> list[int]:
+        """The global micro-batches this rank samples, in global order (their ids seed the sampling)."""
+        return self.shards.local_parts(self.dp.rank)
+
+    def items(self, indices: Sequence[int]) -> list[list[int]]:
+        """Per micro-batch of this rank, its items of the global batch ``indices``."""
+        return [[indices[row] for row in self.shards.parts[part]] for part in self.parts]
+
+    def rows(self, device: torch.device) -> torch.Tensor:
+        """The global rows this rank holds, in its local order: [b]."""
+        return torch.tensor(self.shards.rows_of(self.dp.rank), device=device)
+
+    def gather_rollout(self, *local: torch.Tensor | None, device: torch.device) -> list[torch.Tensor | None]:
+        """Each of this rank's per-row tensors [b, ...] as the global one [B, ...] in global row order
+        (None stays None), on ``device``."""
+        return [None if tensor is None else self.shards.gather(self.dp, tensor.to(device)) for tensor in local]
+
+    def minibatches(self, batches: Sequence[T], mask: torch.Tensor) -> list[tuple[list[tuple[T, slice]], torch.Tensor]]:
+        """Per minibatch update: this rank's micro-batches ``batches`` (one per :attr:`parts`), each with
+        its rows of this rank's local rows, and the global minibatch's mask rows (of ``mask`` [B, L])."""
+        spans, start = {}, 0
+        for part in self.parts:
+            spans[part] = slice(start, start + len(self.shards.parts[part]))
+            start = spans[part].stop
+        held = dict(zip(self.parts, batches, strict=True))
+        return [([(held[part], spans[part]) for part in owned], mask[self.shards.minibatch_rows(m)])
+                for m, owned in enumerate(self.shards.owned(self.dp.rank))]
 
 
 def check_accumulation(grad_accumulation: int, world_size: int) -> None:

@@ -1,63 +1,128 @@
-"""A training run recorded as it happens (``record_training``): what the ``rl_run`` asset and each
-torchrun rank 0 do around ``training_run.run_training``.
+"""A training run recorded as it happens: what the ``rl_run`` asset and each torchrun rank run.
 
+:func:`train_and_record` is the whole program of a run of ``TrainingSettings``: its id
+(``training_run_id``), the report database checked, the environments, the base model's location and
+the rollout engine, then on the main rank :func:`record_training` of a ``TrainingRun`` reporting to the
+recorder, the progress lines and TensorBoard (plus the caller's reporter); another rank only trains.
+
+:func:`record_training`:
 1. A run whose stored row is finished, for the same number of steps, is not trained again when it is
    resumed: one log line says so, and the stored run is returned as it is.
 2. Else the ``training_runs`` row is written (``resume=False``: the run's earlier rows are deleted
    first), then the rows the training and held-out environments rejected (one warning line: the count
    and the first reasons).
-3. ``train`` runs with the recorder's callbacks, then the caller's (``RunObserver``): every step and
-   evaluation is stored when it ends, before anything else sees it. Where it resumes is logged, with
-   each torn checkpoint it skipped as a warning.
-4. The row is completed, and the run is returned as stored: figures of steps and evaluations made
-   by an earlier, killed process of the same run included.
+3. The run trains, reporting to the recorder (:class:`RecorderReporter`) first, then to the caller's
+   reporters: every step and evaluation is stored when it ends, before anything else sees it. Where it
+   resumes is logged, with each torn checkpoint it skipped as a warning.
+4. The row is completed, and the run is returned as stored: steps and evaluations made by an earlier,
+   killed process of the same run included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from pathlib import Path
 
+import torch
+
+from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_runner.held_out import EvalResult
+from aerorl_ops.models.loading import resolve_device
+from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
 from aerorl_ops.rl.checkpoint import ResumePoint
-from aerorl_ops.rl.run_recorder import Rejections, RunRecorder, StoredRun
+from aerorl_ops.rl.distributed import SINGLE, DataParallel
+from aerorl_ops.rl.reporters import (
+    NULL_REPORTER,
+    Log,
+    NullReporter,
+    ProgressReporter,
+    Reporters,
+    RunReporter,
+    TensorBoardReporter,
+)
+from aerorl_ops.rl.run_inputs import (
+    base_model_location,
+    rollout_engine_of,
+    training_environments,
+    validation_environment,
+)
+from aerorl_ops.rl.run_recorder import HELD_OUT_STAGE, TRAINING_STAGE, Connect, Rejections, RunRecorder, StoredRun
+from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import SampledEval, TrainingResult
+from aerorl_ops.rl.training_run import TrainingRun, training_run_id
+from aerorl_ops.storage.database_check import check_report_database
 from aerorl_ops.telemetry import TelemetrySampler
-
-"""How many rejection reasons the warning line quotes."""
-
-
-class Log(Protocol):
-    """Where a run's lines go: a step's ``context.log``, a rank's Pipes logger, a ``logging.Logger``."""
-
-    def info(self, msg: str) -> Any: ...
-
-    def warning(self, msg: str) -> Any: ...
 
 
 @dataclass(frozen=True)
-class RunObserver:
-    """The caller's callbacks (progress, TensorBoard, Pipes messages), called after the recorder's."""
+class RunOptions:
+    """What names or shows a run but does not change what it trains (``rl_run``'s run fields)."""
 
-    on_step: Callable[[StepStats], None] | None = None
-    on_eval: Callable[[EvalResult], None] | None = None
-    on_sampled: Callable[[SampledEval], None] | None = None
+    run_name: str  # empty: the id is derived from the settings (``training_run_id``)
+    resume: bool
+    progress_bar: bool
+    wandb_project: str  # empty: TensorBoard only
+    wandb_mode: str
 
 
-def record_training(recorder: RunRecorder, record: TrainingRunRecord, train: Callable[..., TrainingResult],
+@dataclass(frozen=True)
+class ModelPlace:
+    """Where models come from and run (the model runtime's values)."""
+
+    models_dir: Path
+    local_files_only: bool
+    device: str  # "auto", "cpu" or "cuda[:N]"
+    torch_threads: int  # 0 keeps torch's default
+    telemetry_interval_s: float
+
+
+@dataclass(frozen=True)
+class ReportPlace:
+    """Where a run's rows, TensorBoard files and checkpoints go: ``connect`` opens the report database
+    at ``database``; checkpoints under ``checkpoints_dir/<run id>``."""
+
+    database: str
+    connect: Connect
+    checkpoints_dir: Path
+
+
+class RecorderReporter(NullReporter):
+    """Each step and evaluation of run ``run_id`` stored by ``recorder`` as it ends; where the run
+    resumes logged (each torn checkpoint skipped as a warning) and stored."""
+
+    def __init__(self, recorder: RunRecorder, run_id: str, log: Log) -> None:
+        self.recorder, self.run_id, self.log = recorder, run_id, log
+
+    def on_resume(self, point: ResumePoint) -> None:
+        for torn in point.skipped:
+            self.log.warning(f"run {self.run_id}: skipped the torn checkpoint {torn.path}: {torn.reason}")
+        if point.checkpoint is not None:
+            self.log.info(f"run {self.run_id}: resuming from {point.checkpoint} (step {point.step})")
+        self.recorder.update(resumed_from_step=point.step)
+
+    def on_step(self, stats: StepStats) -> None:
+        self.recorder.step(stats)
+
+    def on_eval(self, evaluation: EvalResult) -> None:
+        self.recorder.evaluation(evaluation)
+
+    def on_sampled(self, sampled: SampledEval) -> None:
+        self.recorder.sampled(sampled)
+
+
+def record_training(recorder: RunRecorder, record: TrainingRunRecord, train: Callable[[RunReporter], TrainingResult],
                     rejections: Sequence[Rejections], log: Log, resume: bool = True,
-                    observe: Callable[[], AbstractContextManager[RunObserver]] = lambda: nullcontext(RunObserver()),
+                    reporters: Callable[[], RunReporter] = NullReporter,
                     telemetry: TelemetrySampler | None = None) -> StoredRun:
     """Train and record the run of ``record`` (:meth:`TrainingRunRecord.started`) as the module docstring
-    says. ``train`` is ``run_training`` with every argument but its callbacks (``on_step``, ``on_eval``,
-    ``on_sampled``, ``on_resume``); ``observe`` opens the caller's observer, only when the run trains;
-    ``telemetry`` samples the process while it trains."""
+    says. ``train`` runs a ``TrainingRun`` reporting to the reporter it is given; ``reporters`` opens the
+    caller's, only when the run trains (closed when it ends); ``telemetry`` samples the process while it
+    trains."""
     stored = recorder.stored()
     if resume and stored is not None and stored.finished and stored.record.steps == record.steps:
         log.info(f"run {record.run_id} finished at {stored.record.finished_at:%Y-%m-%d %H:%M:%S %Z} "
@@ -67,18 +132,12 @@ def record_training(recorder: RunRecorder, record: TrainingRunRecord, train: Cal
     recorder.start(record, fresh=not resume)
     if recorder.rejections(rejections):
         log.warning(rejection_line(record.run_id, rejections))
-
-    def resumed(point: ResumePoint) -> None:
-        for torn in point.skipped:
-            log.warning(f"run {record.run_id}: skipped the torn checkpoint {torn.path}: {torn.reason}")
-        if point.checkpoint is not None:
-            log.info(f"run {record.run_id}: resuming from {point.checkpoint} (step {point.step})")
-        recorder.update(resumed_from_step=point.step)
-
-    with observe() as observer, (telemetry or TelemetrySampler()) as sampler:
-        result = train(on_step=_both(recorder.step, observer.on_step),
-                       on_eval=_both(recorder.evaluation, observer.on_eval),
-                       on_sampled=_both(recorder.sampled, observer.on_sampled), on_resume=resumed)
+    outside = reporters()
+    try:
+        with (telemetry or TelemetrySampler()) as sampler:
+            result = train(Reporters([RecorderReporter(recorder, record.run_id, log), outside]))
+    finally:
+        outside.close()
     recorder.finish(recorder.record.finished(result, datetime.now(UTC), sampler.summary()))
     return recorder.stored()
 
@@ -90,10 +149,51 @@ def rejection_line(run_id: str, rejections: Sequence[Rejections]) -> str:
     return f"run {run_id}, stored in rejected_rows: {parts}"
 
 
-def _both(first: Callable[[Any], None], then: Callable[[Any], None] | None) -> Callable[[Any], None]:
-    def call(value: Any) -> None:
-        first(value)
-        if then is not None:
-            then(value)
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run as stored once :func:`train_and_record` ends (the main rank's)."""
 
-    return call
+    run_id: str
+    stored: StoredRun
+
+
+def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options: RunOptions, place: ModelPlace,
+                     report: ReportPlace, log: Log, dp: DataParallel = SINGLE,
+                     reporter: RunReporter = NULL_REPORTER) -> RecordedRun | None:
+    """Build the run of ``settings`` (checked where they came in) and train it, recorded (module
+    docstring). ``dp`` is this process's rank: the main rank (and the single process) logs, reports to
+    the progress lines, TensorBoard, DuckDB and ``reporter``, and returns the run as stored; another
+    rank only trains and returns None."""
+    run_id = training_run_id(settings, options.run_name)
+    check_report_database(report.database)  # a damaged report database is named before any work
+    train_env, held_out = training_environments(settings, bench.seed + settings.seed, bench.datasets)  # before a model
+    validation = validation_environment(settings, bench.datasets)
+    base = base_model_location(settings.base_model, bench, place.models_dir, place.local_files_only)
+    rollout_engine = rollout_engine_of(settings.base_model, bench)
+    if place.torch_threads > 0:
+        torch.set_num_threads(place.torch_threads)
+
+    def train(to: RunReporter = NULL_REPORTER) -> TrainingResult:
+        return TrainingRun(base, report.checkpoints_dir / run_id, settings, train_env, held_out,
+                           list(range(len(held_out))), device=place.device, resume=options.resume,
+                           validation_env=validation, dp=dp, rollout_engine=rollout_engine, evaluation=bench.eval,
+                           reporter=to).run()
+
+    if not dp.is_main:
+        train()
+        return None
+
+    def outside() -> RunReporter:
+        board = TensorBoardLogger(tensorboard_dir(Path(report.database).parent, run_id),
+                                  wandb_project=options.wandb_project or None, wandb_mode=options.wandb_mode,
+                                  run_name=run_id, config={**asdict(settings), **asdict(options)})
+        return Reporters([TensorBoardReporter(board),
+                          ProgressReporter(log, run_id, settings.total_steps, options.progress_bar), reporter])
+
+    stored = record_training(
+        RunRecorder(report.connect, run_id), TrainingRunRecord.started(run_id, base, settings, datetime.now(UTC)),
+        train, [Rejections(TRAINING_STAGE, train_env.name, train_env.rejected),
+                Rejections(HELD_OUT_STAGE, held_out.name, held_out.rejected)],
+        log, resume=options.resume, reporters=outside,
+        telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))
+    return RecordedRun(run_id, stored)

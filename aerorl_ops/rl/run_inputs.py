@@ -1,4 +1,5 @@
-"""What a run of ``TrainingSettings`` trains on: its training, held-out and validation environments.
+"""What a run of ``TrainingSettings`` trains on: its training, held-out and validation environments,
+the base model's location and the vLLM rollout engine's settings.
 
 Shared by the ``rl_run`` asset, the torchrun worker and the benchmarks. :func:`check_training_inputs`
 resolves every input of a run (and the base model's folder) without loading a model: ``aerorl
@@ -8,6 +9,7 @@ train`` runs it before the training job starts.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, model_entry
 from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
@@ -17,7 +19,8 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.configured import named_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
-from aerorl_ops.models.sources import check_local_model
+from aerorl_ops.models.entry import GenerationBackend
+from aerorl_ops.models.sources import check_local_model, model_source
 from aerorl_ops.rl.distributed import check_data_parallel
 
 TRAIN_SEED_OFFSET = 1000
@@ -88,3 +91,18 @@ def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, wh
         validation_environment(settings, bench.datasets)
     except ConfigError as error:
         raise ConfigError(f"{where}: {error}") from error
+
+
+def base_model_location(base_model: str, bench: BenchmarkConfig, models_dir: Path, local_files_only: bool) -> str:
+    """Where ``base_model`` (a model key of ``bench``, else a checkpoint directory) loads from."""
+    entry = model_entry(base_model, bench, "rl_run config base_model")
+    return model_source(entry, Path(models_dir), local_files_only).location
+
+
+def rollout_engine_of(base_model: str, bench: BenchmarkConfig) -> GenerationBackend | None:
+    """The vLLM engine settings of ``rollout_backend = "vllm"``: the base model's ``[models.<key>]``
+    table's when that is a vLLM entry, else None (vLLM's defaults)."""
+    if base_model not in bench.model_keys:
+        return None
+    backend = bench.model(base_model).backend
+    return backend if backend.uses_engine else None

@@ -24,9 +24,9 @@ import pandas as pd
 import pyarrow as pa
 
 from aerorl_ops.eval_runner.held_out import EvalResult
+from aerorl_ops.rl.run_result import SampledEval
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord, eval_rows, eval_type_rows, sampled_eval_writes, step_rows
-from aerorl_ops.rl.training_run import SampledEval
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.storage.duckdb_store import (
     ensure_tables,

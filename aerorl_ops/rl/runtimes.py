@@ -74,6 +74,11 @@ class PolicyRuntime:
     _loaded: LoadedVLM | None = field(default=None, repr=False)
 
     @property
+    def is_loaded(self) -> bool:
+        """Whether the model has loaded (or, for the LoRA base, scored): nothing loads before first use."""
+        return self._loaded is not None
+
+    @property
     def loaded(self) -> LoadedVLM:
         if self._loaded is None:
             loaded = load_vlm(self.source, self.device)
@@ -96,6 +101,11 @@ class ReferenceRuntime:
     device: torch.device
     runtime: str = "reference"
     _loaded: LoadedVLM | None = field(default=None, repr=False)
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model has loaded (or, for the LoRA base, scored): nothing loads before first use."""
+        return self._loaded is not None
 
     @property
     def quantization_mode(self) -> str:
@@ -142,6 +152,11 @@ class LoraBaseReference:
     policy: PolicyRuntime
     runtime: str = "reference"
     _loaded: LoadedVLM | None = field(default=None, repr=False)  # the policy, once it has scored as the reference
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model has loaded (or, for the LoRA base, scored): nothing loads before first use."""
+        return self._loaded is not None
 
     @property
     def device(self) -> torch.device:

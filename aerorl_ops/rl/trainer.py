@@ -19,9 +19,9 @@ has ``skipped=True``); after ``max_nonfinite_steps`` such steps in a row the run
 :class:`NonFiniteTrainingError`.
 
 Data parallelism (``rl.distributed``): with W ranks, every rank draws the same global batch and
-owns, inside each minibatch, 1/W of its micro-batches; it generates, scores and backpropagates only
-those. The rollout's lengths, scores, rewards and outcomes are gathered in global micro-batch
-order, so advantages (group baselines, whitening, GAE) and every loss share (of the global
+owns, inside each minibatch, 1/W of its micro-batches (``DataParallel.share_rollout``); it generates,
+scores and backpropagates only those. The rollout's lengths, scores, rewards and outcomes are gathered
+in global micro-batch order, so advantages (group baselines, whitening, GAE) and every loss share (of the global
 minibatch's mask) are computed over the global batch on every rank; a rank keeps its own rows at
 the global response width, so the width-dependent ``seq-mean-token-sum-norm`` agrees too. Gradients
 are summed over the ranks once per update, before clipping (to ``MAX_GRAD_NORM``). Update, loss and
@@ -73,7 +73,6 @@ from aerorl_ops.rl.step_parts import (
     on_device,
     response_layout,
     response_mask,
-    row_spans,
 )
 from aerorl_ops.rl.value_head import ValueHead
 
@@ -280,22 +279,20 @@ class RLTrainer:
         self._sync_parameters()
         loaded, config, settings, dp = self._policy().loaded, self.settings, self.resolved, self.dp
         indices = [index for index in prompts for _ in range(config.group_size)]  # [B] groups contiguous
-        shards = shard_batch(len(indices), config.grad_accumulation * config.ppo_mini_batches,
-                             config.ppo_mini_batches, dp.world_size, "the rollout")
-        mine = shards.local_parts(dp.rank)
-        rollout = sample_parts(loaded, env, [[indices[row] for row in shards.parts[part]] for part in mine],
-                               config.max_new_tokens, Sampling(config.temperature, config.top_k, config.top_p),
-                               [self._sample_seed(part) for part in mine], self._synced_sampler())
-        local_rows = torch.tensor(shards.rows_of(dp.rank), device=loaded.device)  # [b]
-
-        def gathered(local: torch.Tensor | None) -> torch.Tensor | None:
-            return None if local is None else shards.gather(dp, local.to(loaded.device))  # [b, ...] -> [B, ...]
-
-        lengths = gathered(torch.tensor([len(ids) for ids in rollout.replies.token_ids]))  # [B]
+        share = dp.share_rollout(len(indices), config.grad_accumulation * config.ppo_mini_batches,
+                                 config.ppo_mini_batches)  # this rank's micro-batches (rl.distributed)
+        rollout = sample_parts(loaded, env, share.items(indices), config.max_new_tokens,
+                               Sampling(config.temperature, config.top_k, config.top_p),
+                               [self._sample_seed(part) for part in share.parts], self._synced_sampler())
+        local_rows = share.rows(loaded.device)  # [b]
+        (lengths,) = share.gather_rollout(torch.tensor([len(ids) for ids in rollout.replies.token_ids]),
+                                          device=loaded.device)  # [B]
         mask = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L]
-        scores = RolloutScores(*map(gathered, self._score_rollout(rollout.batches, mask[local_rows])))  # [B, L]
-        outcomes = Outcomes(*map(gathered, (rollout.graded.rewards, rollout.graded.correct,
-                                            torch.tensor(rollout.replies.truncated, dtype=torch.bool))))  # [B]
+        scores = RolloutScores(*share.gather_rollout(*self._score_rollout(rollout.batches, mask[local_rows]),
+                                                     device=loaded.device))  # [B, L]
+        outcomes = Outcomes(*share.gather_rollout(rollout.graded.rewards, rollout.graded.correct,
+                                                  torch.tensor(rollout.replies.truncated, dtype=torch.bool),
+                                                  device=loaded.device))  # [B]
         kl = (kl_penalty(scores.logprob, scores.ref_logprob, settings.kl_kind)
               if scores.ref_logprob is not None else None)  # [B, L]
         in_reward = settings.kl_placement == "reward"
@@ -305,10 +302,7 @@ class RLTrainer:
         targets = Targets(scores.logprob, estimate.advantages, estimate.returns, mask,
                           None if in_reward else scores.ref_logprob, scores.values)  # [B, L] each
         local = targets.rows(local_rows)  # [b, L] this rank's rows, at the global width
-        spans = dict(zip(mine, row_spans(rollout.batches), strict=True))
-        batches = dict(zip(mine, rollout.batches, strict=True))
-        minibatches = [([(batches[part], spans[part]) for part in owned], mask[shards.minibatch_rows(m)])
-                       for m, owned in enumerate(shards.owned(dp.rank))]
+        minibatches = share.minibatches(rollout.batches, mask)  # this rank's parts, the global minibatch mask
         updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
                    for parts, whole in minibatches]
         skipped = any(update.skipped for update in updates)

@@ -16,9 +16,9 @@ from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.eval_runner.eval_rows import EvalRunRecord, RoleEvaluation, eval_tables
 from aerorl_ops.eval_runner.held_out import EvalResult
+from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtimes import reference_mode
 from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.training_run import SampledEval, TrainingResult
 from aerorl_ops.storage.duckdb_store import PartitionWrite
 from aerorl_ops.storage.training_schema import TRAINING_EVAL_TYPES, TRAINING_EVALS, TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySummary

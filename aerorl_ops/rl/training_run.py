@@ -18,7 +18,7 @@ Algorithm:
    at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
    (``control``). What RL adds is then read against what the same time of supervised training adds;
 6. checkpoints every ``checkpoint_interval`` steps (written crash-safe, ``rl.checkpoint``); a rerun resumes
-   from the newest complete one (``on_resume`` is told which, and which torn ones it skipped);
+   from the newest complete one (the reporter's ``on_resume`` is told which, and which torn ones it skipped);
 7. with ``sampled_eval_size > 0``, MAYE's evaluation (``eval_runner.runner.evaluate_model``: pass@k and
    pass@1 at the ``[eval]`` sampling settings, response length, clip ratio, reflection) of that many
    ``validation_env`` items beside every held-out evaluation of the warm-up and RL phases, and of
@@ -29,22 +29,27 @@ Steps are numbered globally (warm-up steps first). Evaluations use greedy decodi
 
 With several data-parallel ranks (``dp``, ``rl.distributed``) every rank trains (the trainer
 shards each step's micro-batches), and rank 0 alone evaluates, checkpoints, runs the image-swap
-check and the control, and calls the callbacks; the other ranks skip those and meet rank 0 at the
-next collective. They wait at a barrier only for the warm-up checkpoint, which the reference loads.
+check and the control, and reports (``rl.reporters``): :meth:`TrainingRun.main_only` is where that is
+decided, and every other rank's run holds the null reporter. The other ranks skip that work and meet
+rank 0 at the next collective. They wait at a barrier only for the warm-up checkpoint, which the
+reference loads. The run id (:func:`training_run_id`) is a stable hash of the settings.
 """
 
 from __future__ import annotations
 
-import logging
+import hashlib
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.fields import setting_fields
+from aerorl_ops.config.training import LAUNCH_SETTINGS, TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.eval_runner.held_out import EvalResult, SwapCheck, evaluate_policy, image_swap_check, prior_evaluation
-from aerorl_ops.eval_runner.runner import EvalOutcome, evaluate_model
+from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
+from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.checkpoint import (
     ResumePoint,
@@ -54,7 +59,9 @@ from aerorl_ops.rl.checkpoint import (
     step_dir,
 )
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
-from aerorl_ops.rl.runtimes import policy_and_reference
+from aerorl_ops.rl.reporters import NULL_REPORTER, CallbackReporter, RunReporter, warn_torn
+from aerorl_ops.rl.run_result import SampledEval, TrainingResult
+from aerorl_ops.rl.runtimes import PolicyRuntime, policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.trainer import RLTrainer
@@ -62,36 +69,204 @@ from aerorl_ops.rl.trainer import RLTrainer
 WARMUP_DIR = "warmup"
 EVAL_DEFAULTS = EvalSettings()
 CONTROL_SEED_OFFSET = 7919
+SAMPLED_PHASES = ("warmup", "rl", "final")
+"""The phases whose held-out evaluations MAYE's sampled evaluation accompanies."""
 
-logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class SampledEval:
-    """MAYE's evaluation of the policy at a global step: ``split`` is the environment's split label."""
-
-    step: int
-    phase: str
-    env: str
-    split: str
-    outcome: EvalOutcome
+def training_run_id(settings: TrainingSettings, run_name: str = "") -> str:
+    """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed); the
+    launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it."""
+    if run_name:
+        return run_name
+    values = {f.name: getattr(settings, f.name) for f in setting_fields(TrainingSettings)
+              if f.name not in LAUNCH_SETTINGS}
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
+    return f"rl-{settings.algorithm}-s{settings.seed}-{digest}"
 
 
 @dataclass
-class TrainingResult:
-    run_dir: Path
-    final_checkpoint: Path
-    reference_source: str
-    steps: list[StepStats] = field(default_factory=list)
-    evals: list[EvalResult] = field(default_factory=list)
-    sampled: list[SampledEval] = field(default_factory=list)
-    swap: SwapCheck | None = None
-    resumed_from_step: int = 0
-    resumed_from: Path | None = None  # the checkpoint the run resumed from
-    reference_loaded: bool = False
+class Clock:
+    """Training seconds so far (evaluations excluded): all steps, and the RL phase's alone."""
 
-    def eval_of(self, phase: str) -> EvalResult | None:
-        return next((e for e in reversed(self.evals) if e.phase == phase), None)
+    train_s: float = 0.0
+    rl_s: float = 0.0
+
+
+class TrainingRun:
+    """One run of the module docstring's algorithm; :meth:`run` trains it. ``evaluation``: the sampled
+    evaluations' sampling settings and batch size (the config's ``[eval]``); ``dp``: this process's
+    rank; ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
+    ``reporter``: told of the run on the main rank only (``rl.reporters``)."""
+
+    def __init__(self, base_model: str, run_dir: Path, settings: TrainingSettings, train_env: TaskEnv,
+                 eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
+                 validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
+                 rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
+                 reporter: RunReporter = NULL_REPORTER) -> None:
+        if len(train_env) == 0 or not eval_indices:
+            raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
+                             f"items ({len(eval_indices)})")
+        self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), settings
+        self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
+        self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
+        self.rollout_engine, self.evaluation = rollout_engine, evaluation
+        self.reporter = reporter if dp.is_main else NULL_REPORTER
+        self.sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
+        self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
+        self.clock = Clock()
+
+    def main_only(self, work: Callable[..., T], *args: object) -> T | None:
+        """``work(*args)`` on the main rank (evaluations, checkpoints, the control); None elsewhere."""
+        return work(*args) if self.dp.is_main else None
+
+    def run(self) -> TrainingResult:
+        """Every phase in turn (the module docstring); on a rank other than the main one, only training."""
+        start = newest_complete_checkpoint(self.run_dir) if self.resume else ResumePoint()
+        self.reporter.on_resume(start)
+        self.policy, self.reference = policy_and_reference(str(start.checkpoint) if start.checkpoint
+                                                           else self.base_model, self.settings, device=self.device)
+        self.trainer = RLTrainer(self.settings, self.policy, dp=self.dp, rollout_engine=self.rollout_engine)
+        if start.state is not None:
+            self.trainer.restore(start.state)
+            self.result.resumed_from_step, self.result.resumed_from = start.state.step, start.checkpoint
+            self.result.reference_source = start.state.reference_source
+        self.main_only(self._start_evaluations)
+        self._warmup()
+        self._anchor_reference()
+        self._reinforce()
+        self.result.reference_loaded = self.reference.is_loaded
+        self.main_only(self._finish)
+        return self.result
+
+    # ----- phases -----
+    def _start_evaluations(self) -> None:
+        """The no-image prior, and the base policy when the run starts at step 0."""
+        prior = prior_evaluation(self.train_env, self.eval_env, self.eval_indices)
+        self.result.evals.append(prior)
+        self.reporter.on_eval(prior)
+        if self.trainer.state.step == 0:
+            self._evaluate("base")
+
+    def _warmup(self) -> None:
+        settings, trainer = self.settings, self.trainer
+        while trainer.state.step < settings.warmup_steps:
+            step = trainer.state.step
+            trainer.set_learning_rate(learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps,
+                                                       settings.warmup_lr_schedule, settings.warmup_lr_warmup_steps,
+                                                       settings.lr_min_ratio))
+            self._record_step(trainer.supervised_step(self.train_env,
+                                                      self.sampler.batch(step, settings.warmup_batch_size)))
+            if trainer.state.step == settings.warmup_steps:
+                self.main_only(self._save, self.run_dir / WARMUP_DIR, str(self.run_dir / WARMUP_DIR), False)
+                self.dp.barrier()  # the reference of every rank loads this checkpoint
+                self.result.reference_source = str(self.run_dir / WARMUP_DIR)
+                self.main_only(self._evaluate, "warmup")
+            elif trainer.state.step % settings.eval_interval == 0:
+                self.main_only(self._evaluate, "warmup")
+
+    def _anchor_reference(self) -> None:
+        """The reference is the model RL starts from (with ``kl_coef = 0`` none is loaded); lora_base
+        re-bases the adapters at the RL start (``rl.runtimes``)."""
+        settings = self.settings
+        if not self.result.reference_source:
+            self.result.reference_source = (self.base_model if settings.warmup_steps == 0
+                                            else str(self.run_dir / WARMUP_DIR))
+        if settings.steps and settings.kl_coef > 0:
+            self.reference.anchor(self.result.reference_source,
+                                  rl_start=self.trainer.state.step == settings.warmup_steps)
+            self.trainer.reference = self.reference
+
+    def _reinforce(self) -> None:
+        settings, trainer = self.settings, self.trainer
+        try:
+            while trainer.state.step < settings.total_steps:
+                rl_index = trainer.state.step - settings.warmup_steps
+                trainer.set_learning_rate(learning_rate_at(rl_index, settings.learning_rate, settings.steps,
+                                                           settings.lr_schedule, settings.lr_warmup_steps,
+                                                           settings.lr_min_ratio))
+                stats = trainer.rl_step(self.train_env, self.sampler.batch(trainer.state.step,
+                                                                           settings.prompts_per_step))
+                self.clock.rl_s += stats.step_s
+                self._record_step(stats)
+                if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:
+                    self.main_only(self._evaluate, "rl")
+        finally:
+            trainer.close_rollouts()  # a vLLM engine's memory back before the final evaluations and the control
+
+    def _finish(self) -> None:
+        """The final checkpoint and evaluation, the image-swap check and the control (main rank)."""
+        settings = self.settings
+        self.result.final_checkpoint = self._save(step_dir(self.run_dir, self.trainer.state.step),
+                                                  self.result.reference_source, True)
+        self._evaluate("final")
+        if settings.swap_check_type:
+            self.result.swap = image_swap_check(self.policy.loaded, self.eval_env, self.eval_indices,
+                                                settings.swap_check_type, settings.max_new_tokens)
+        if settings.control and settings.steps:
+            self._control()
+
+    def _control(self) -> None:
+        """Supervised training from the RL start checkpoint for the RL phase's training seconds (at
+        least one step), evaluated as phase ``control``."""
+        settings, start = self.settings, self.result.reference_source
+        policy, _ = policy_and_reference(start, settings, device=self.device)
+        trainer = RLTrainer(settings, policy)
+        if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
+            trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)
+        trainer.set_learning_rate(learning_rate_at(max(settings.warmup_steps - 1, 0), settings.warmup_learning_rate,
+                                                   settings.warmup_steps, settings.warmup_lr_schedule,
+                                                   settings.warmup_lr_warmup_steps, settings.lr_min_ratio))
+        sampler = ItemSampler(self.train_env, settings.seed + CONTROL_SEED_OFFSET, settings.curriculum_stages)
+        spent, steps = 0.0, 0
+        while steps == 0 or spent < self.clock.rl_s:
+            batch = sampler.batch(settings.warmup_steps + steps, settings.warmup_batch_size)
+            stats = trainer.supervised_step(self.train_env, batch)
+            spent += stats.step_s
+            steps += 1
+        self._evaluate("control", policy, settings.warmup_steps + steps)
+
+    # ----- what each step and evaluation leaves -----
+    def _record_step(self, stats: StepStats) -> None:
+        stats = replace(stats, curriculum_stage=self.sampler.stage(stats.step - 1),
+                        episodes_seen=self.settings.episodes_after(stats.step))
+        self.clock.train_s += stats.step_s
+        self.result.steps.append(stats)
+        self.reporter.on_step(stats)
+        if self.trainer.state.step % self.settings.checkpoint_interval == 0:
+            self.main_only(self._save, step_dir(self.run_dir, self.trainer.state.step),
+                           self.result.reference_source, True)
+
+    def _save(self, folder: Path, reference_source: str, value_head: bool) -> Path:
+        trainer = self.trainer
+        return save_checkpoint(folder, self.policy.loaded, trainer.optimizer, trainer.state.step, reference_source,
+                               *((trainer.value_head,) if value_head else ()))
+
+    def _evaluate(self, phase: str, policy: PolicyRuntime | None = None, step: int | None = None) -> None:
+        """The held-out evaluation of ``policy`` (the run's own by default) at ``step`` (the trainer's),
+        and MAYE's sampled evaluations beside the run's own policy's in ``SAMPLED_PHASES``."""
+        own = policy is None
+        policy = self.policy if policy is None else policy
+        result = evaluate_policy(policy.loaded, self.eval_env, self.eval_indices, self.settings.max_new_tokens,
+                                 self.trainer.state.step if step is None else step, phase, self.clock.train_s)
+        self.result.evals.append(result)
+        self.reporter.on_eval(result)
+        if self.settings.sampled_eval_size and phase in SAMPLED_PHASES and own:
+            self._sampled(phase, self.validation_env or self.eval_env, None)
+            if phase == "final":
+                self._sampled(phase, self.eval_env, self.eval_indices)
+
+    def _sampled(self, phase: str, env: TaskEnv, indices: Sequence[int] | None) -> None:
+        settings = self.settings
+        chosen = list(indices or range(len(env)))[:settings.sampled_eval_size]
+        outcome = evaluate_model(self.policy.loaded, env, chosen, self.evaluation.sampling_settings(),
+                                 max_new_tokens=settings.max_new_tokens, batch_size=self.evaluation.batch_size,
+                                 seed=settings.seed)
+        split = env.items[chosen[0]].split if chosen else ""
+        sampled = SampledEval(self.trainer.state.step, phase, env.name, split, outcome)
+        self.result.sampled.append(sampled)
+        self.reporter.on_sampled(sampled)
 
 
 def run_training(base_model: str, run_dir: Path, settings: TrainingSettings, train_env: TaskEnv,
@@ -101,144 +276,11 @@ def run_training(base_model: str, run_dir: Path, settings: TrainingSettings, tra
                  validation_env: TaskEnv | None = None,
                  on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None,
-                 on_resume: Callable[[ResumePoint], None] | None = None,
+                 on_resume: Callable[[ResumePoint], None] = warn_torn,
                  evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingResult:
-    """Warm-up, RL and control of ``settings`` (checked where they came in), as the module docstring
-    says; ``evaluation``: the sampled evaluations' sampling settings and batch size (the config's
-    ``[eval]``); ``dp``: this process's rank;
-    ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
-    ``on_resume``: told where the run starts (rank 0), before any model loads; without it each torn
-    checkpoint skipped is named in a warning (logger ``aerorl_ops.rl.training_run``)."""
-    if len(train_env) == 0 or not eval_indices:
-        raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out items "
-                         f"({len(eval_indices)})")
-    run_dir = Path(run_dir)
-    start = newest_complete_checkpoint(run_dir) if resume else ResumePoint()
-    checkpoint, state = start.checkpoint, start.state
-    if dp.is_main:
-        (on_resume or warn_torn)(start)
-    policy, reference = policy_and_reference(str(checkpoint) if checkpoint else base_model, settings, device=device)
-    trainer = RLTrainer(settings, policy, dp=dp, rollout_engine=rollout_engine)
-    sampled_settings = evaluation.sampling_settings()
-    sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
-    result = TrainingResult(run_dir, final_checkpoint=run_dir, reference_source="")
-    clock = {"train_s": 0.0, "rl_s": 0.0}
-    if state is not None:
-        trainer.restore(state)
-        result.resumed_from_step, result.resumed_from = state.step, checkpoint
-        result.reference_source = state.reference_source
-
-    def record_eval(phase: str, model_policy=policy, step: int | None = None) -> None:
-        if not dp.is_main:
-            return
-        evaluation = evaluate_policy(model_policy.loaded, eval_env, eval_indices, settings.max_new_tokens,
-                                     trainer.state.step if step is None else step, phase, clock["train_s"])
-        result.evals.append(evaluation)
-        if on_eval:
-            on_eval(evaluation)
-        if settings.sampled_eval_size and phase in ("warmup", "rl", "final") and model_policy is policy:
-            record_sampled(phase, validation_env or eval_env, None)
-            if phase == "final":
-                record_sampled(phase, eval_env, eval_indices)
-
-    def record_sampled(phase: str, env: TaskEnv, indices: Sequence[int] | None) -> None:
-        chosen = list(indices or range(len(env)))[:settings.sampled_eval_size]
-        outcome = evaluate_model(policy.loaded, env, chosen, sampled_settings,
-                                 max_new_tokens=settings.max_new_tokens, batch_size=evaluation.batch_size,
-                                 seed=settings.seed)
-        split = env.items[chosen[0]].split if chosen else ""
-        sampled = SampledEval(trainer.state.step, phase, env.name, split, outcome)
-        result.sampled.append(sampled)
-        if on_sampled:
-            on_sampled(sampled)
-
-    def record_step(stats: StepStats) -> None:
-        stats = replace(stats, curriculum_stage=sampler.stage(stats.step - 1),
-                        episodes_seen=settings.episodes_after(stats.step))
-        clock["train_s"] += stats.step_s
-        result.steps.append(stats)
-        if on_step:
-            on_step(stats)
-        if trainer.state.step % settings.checkpoint_interval == 0 and dp.is_main:
-            save_checkpoint(step_dir(run_dir, trainer.state.step), policy.loaded, trainer.optimizer,
-                            trainer.state.step, result.reference_source, trainer.value_head)
-
-    if dp.is_main:
-        prior = prior_evaluation(train_env, eval_env, eval_indices)
-        result.evals.append(prior)
-        if on_eval:
-            on_eval(prior)
-    if trainer.state.step == 0:
-        record_eval("base")
-    while trainer.state.step < settings.warmup_steps:
-        step = trainer.state.step
-        trainer.set_learning_rate(learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps,
-                                                   settings.warmup_lr_schedule, settings.warmup_lr_warmup_steps,
-                                                   settings.lr_min_ratio))
-        record_step(trainer.supervised_step(train_env, sampler.batch(step, settings.warmup_batch_size)))
-        if trainer.state.step == settings.warmup_steps:
-            if dp.is_main:
-                save_checkpoint(run_dir / WARMUP_DIR, policy.loaded, trainer.optimizer, trainer.state.step,
-                                str(run_dir / WARMUP_DIR))
-            dp.barrier()  # the reference of every rank loads this checkpoint
-            result.reference_source = str(run_dir / WARMUP_DIR)
-            record_eval("warmup")
-        elif trainer.state.step % settings.eval_interval == 0:
-            record_eval("warmup")
-    if not result.reference_source:
-        result.reference_source = base_model if settings.warmup_steps == 0 else str(run_dir / WARMUP_DIR)
-    if settings.steps and settings.kl_coef > 0:  # lora_base: at the RL start, re-base the adapters (runtimes)
-        reference.anchor(result.reference_source, rl_start=trainer.state.step == settings.warmup_steps)
-        trainer.reference = reference
-    try:
-        while trainer.state.step < settings.total_steps:
-            rl_index = trainer.state.step - settings.warmup_steps
-            trainer.set_learning_rate(learning_rate_at(rl_index, settings.learning_rate, settings.steps,
-                                                       settings.lr_schedule, settings.lr_warmup_steps,
-                                                       settings.lr_min_ratio))
-            stats = trainer.rl_step(train_env, sampler.batch(trainer.state.step, settings.prompts_per_step))
-            clock["rl_s"] += stats.step_s
-            record_step(stats)
-            if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:
-                record_eval("rl")
-    finally:
-        trainer.close_rollouts()  # a vLLM rollout engine's memory back before the final evaluations and the control
-    result.reference_loaded = reference._loaded is not None
-    if not dp.is_main:
-        return result
-    result.final_checkpoint = save_checkpoint(step_dir(run_dir, trainer.state.step), policy.loaded,
-                                              trainer.optimizer, trainer.state.step, result.reference_source,
-                                              trainer.value_head)
-    record_eval("final")
-    if settings.swap_check_type:
-        result.swap = image_swap_check(policy.loaded, eval_env, eval_indices, settings.swap_check_type,
-                                       settings.max_new_tokens)
-    if settings.control and settings.steps:
-        run_control(result, settings, train_env, device, clock["rl_s"], record_eval)
-    return result
-
-
-def warn_torn(start: ResumePoint) -> None:
-    for torn in start.skipped:
-        logger.warning("skipped the torn checkpoint %s: %s", torn.path, torn.reason)
-
-
-def run_control(result: TrainingResult, settings: TrainingSettings, train_env: TaskEnv, device: str,
-                seconds: float, record_eval: Callable[..., None]) -> None:
-    """Supervised training from the RL start checkpoint for ``seconds`` of training time (at least one step)."""
-    start = result.reference_source
-    policy, _ = policy_and_reference(start, settings, device=device)
-    trainer = RLTrainer(settings, policy)
-    if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
-        trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)
-    trainer.set_learning_rate(learning_rate_at(max(settings.warmup_steps - 1, 0), settings.warmup_learning_rate,
-                                               settings.warmup_steps, settings.warmup_lr_schedule,
-                                               settings.warmup_lr_warmup_steps, settings.lr_min_ratio))
-    sampler = ItemSampler(train_env, settings.seed + CONTROL_SEED_OFFSET, settings.curriculum_stages)
-    spent, steps = 0.0, 0
-    while steps == 0 or spent < seconds:
-        batch = sampler.batch(settings.warmup_steps + steps, settings.warmup_batch_size)
-        stats = trainer.supervised_step(train_env, batch)
-        spent += stats.step_s
-        steps += 1
-    record_eval("control", policy, settings.warmup_steps + steps)
+    """A :class:`TrainingRun` reporting to plain callables (``rl.reporters.CallbackReporter``; without
+    ``on_resume`` each torn checkpoint skipped is named in a warning), trained."""
+    reporter = CallbackReporter(on_step, on_eval, on_sampled, on_resume)
+    return TrainingRun(base_model, run_dir, settings, train_env, eval_env, eval_indices, device=device,
+                       resume=resume, validation_env=validation_env, dp=dp, rollout_engine=rollout_engine,
+                       evaluation=evaluation, reporter=reporter).run()

@@ -4,7 +4,8 @@ The step runs, as a ``PipesSubprocessClient`` subprocess,
 
     python -m torch.distributed.run --standalone --nproc-per-node N -m assets.training.torchrun_worker
 
-The Pipes context's extras carry what every rank needs: the config file, the run's settings, the
+The Pipes context's extras carry what every rank needs: the config file, the run's settings and run
+fields (``RunOptions``), the
 model runtime, the report database and a folder for failures. Rank 0 streams its log lines, one
 custom message per step and per evaluation, and the materialization (the in-process path's
 metadata) back; the step adds a table of the reported steps.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,9 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.rl.distributed import check_data_parallel
+from aerorl_ops.rl.recorded_run import RunOptions
 from assets.metadata import markdown_preview
 from assets.project import PROJECT_ROOT
 from assets.resources import ModelRuntime
@@ -54,15 +58,16 @@ def first_failure(folder: Path) -> dict[str, Any] | None:
     return min(failures, key=lambda failure: failure["time"]) if failures else None
 
 
-def launch_ranks(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: Any,
-                 model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    """Run ``config`` (an ``rl_run`` run config) on ``config.nproc_per_node`` ranks; the materialization."""
-    ranks = config.nproc_per_node
-    check_data_parallel(ranks, config.grad_accumulation, config.ppo_mini_batches,
-                        config.prompts_per_step * config.group_size,
-                        config.warmup_batch_size if config.warmup_steps else 0)
+def launch_ranks(context: dg.AssetExecutionContext, bench: BenchmarkConfig, settings: TrainingSettings,
+                 options: RunOptions, model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    """Run ``settings`` (with ``rl_run``'s run fields ``options``) on ``settings.nproc_per_node`` ranks;
+    the materialization."""
+    ranks = settings.nproc_per_node
+    check_data_parallel(ranks, settings.grad_accumulation, settings.ppo_mini_batches,
+                        settings.prompts_per_step * settings.group_size,
+                        settings.warmup_batch_size if settings.warmup_steps else 0)
     with tempfile.TemporaryDirectory(prefix="aerorl-ranks-") as failures:
-        extras = {"config_path": str(bench.path), "settings": config.model_dump(),
+        extras = {"config_path": str(bench.path), "settings": asdict(settings), "options": asdict(options),
                   "model_runtime": {name: getattr(model_runtime, name) for name in type(model_runtime).model_fields},
                   "database": duckdb.database, "failures": failures}
         try:

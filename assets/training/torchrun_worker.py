@@ -2,9 +2,10 @@
 
 Every rank reads the run from the Pipes context's extras and joins the process group
 (``rl.distributed.from_environment``: gloo on CPU, NCCL on ``cuda:LOCAL_RANK``). Rank 0 opens the
-Pipes message channel and runs ``rl_run.train_and_record`` as the in-process step does (DuckDB,
-TensorBoard, checkpoints, evaluations), logging through Pipes, reporting each step and evaluation
-as a custom message and its metadata as the asset's materialization; the other ranks only train.
+Pipes message channel and runs the library's ``rl.recorded_run.train_and_record`` as the in-process
+step does (DuckDB, TensorBoard, checkpoints, evaluations), logging through Pipes, reporting each step
+and evaluation as a custom message and its metadata as the asset's materialization; the other ranks
+only train.
 A rank that fails writes its error to the failures folder before it exits.
 """
 
@@ -26,10 +27,12 @@ import dagster as dg  # noqa: E402
 from dagster_duckdb import DuckDBResource  # noqa: E402
 from dagster_pipes import PipesDefaultContextLoader, PipesEnvVarParamsLoader, open_dagster_pipes  # noqa: E402
 
+from aerorl_ops.config.training import TrainingSettings  # noqa: E402
 from aerorl_ops.rl.distributed import from_environment  # noqa: E402
+from aerorl_ops.rl.recorded_run import RunOptions, train_and_record  # noqa: E402
 from assets.project import benchmark_config  # noqa: E402
 from assets.resources import ModelRuntime  # noqa: E402
-from assets.training.rl_run import train_and_record, training_config_class  # noqa: E402
+from assets.training.run_parts import MessageReporter, model_place, report_place, run_metadata  # noqa: E402
 from assets.training.torchrun import failure_path  # noqa: E402
 
 PIPES_METADATA_TYPES = {dg.MarkdownMetadataValue: "md", dg.PathMetadataValue: "path", dg.TextMetadataValue: "text",
@@ -58,21 +61,21 @@ def pipes_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
 
 def run_rank(extras: dict[str, Any]) -> None:
     bench = benchmark_config(Path(extras["config_path"]))
-    config = training_config_class(bench.training)(**extras["settings"])
+    settings, options = TrainingSettings(**extras["settings"]), RunOptions(**extras["options"])
     runtime = ModelRuntime(**extras["model_runtime"])
-    dp = from_environment(config.dist_timeout_s, runtime.torch_device())
+    dp = from_environment(settings.dist_timeout_s, runtime.torch_device())
     if dp.device.type == "cuda":  # one GPU per rank
         runtime = ModelRuntime(**{**extras["model_runtime"], "device": str(dp.device)})
     duckdb = DuckDBResource(database=extras["database"])
+    place, report = model_place(runtime), report_place(duckdb)
     try:
         if not dp.is_main:
-            train_and_record(bench, config, runtime, duckdb, logging.getLogger(__name__), dp)
+            train_and_record(bench, settings, options, place, report, logging.getLogger(__name__), dp)
             return
         with open_dagster_pipes() as pipes:
-            metadata = train_and_record(bench, config, runtime, duckdb, pipes.log, dp,
-                                        report=lambda kind, payload: pipes.report_custom_message(
-                                            {"kind": kind, **payload}))
-            pipes.report_asset_materialization(metadata=pipes_metadata(metadata))
+            run = train_and_record(bench, settings, options, place, report, pipes.log, dp, MessageReporter(
+                lambda kind, payload: pipes.report_custom_message({"kind": kind, **payload})))
+            pipes.report_asset_materialization(metadata=pipes_metadata(run_metadata(run, duckdb)))
     finally:
         dp.close()
 

@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -24,11 +23,13 @@ import torch
 
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.rl.recorded_run import RunObserver, record_training
+from aerorl_ops.rl.recorded_run import record_training
+from aerorl_ops.rl.reporters import CallbackReporter, RunReporter
 from aerorl_ops.rl.run_recorder import RunRecorder, StoredRun
+from aerorl_ops.rl.run_result import TrainingResult
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingResult, run_training
+from aerorl_ops.rl.training_run import TrainingRun
 
 RUN_ID = "killable"
 SETTINGS = TrainingSettings(group_size=2, max_new_tokens=4, learning_rate=1e-2, kl_coef=0.1, quant_bits=16,
@@ -47,9 +48,9 @@ def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: int 
     train_env = make_env("easy_vqa", split="train", limit=32, seed=1)
     held_out = make_env("easy_vqa", split="test", limit=EVAL_ITEMS, seed=0)
 
-    def train_run(**callbacks) -> TrainingResult:
-        return run_training(model_dir, run_dir, SETTINGS, train_env, held_out, range(EVAL_ITEMS), device="cpu",
-                            **callbacks)
+    def train_run(reporter: RunReporter) -> TrainingResult:
+        return TrainingRun(model_dir, run_dir, SETTINGS, train_env, held_out, range(EVAL_ITEMS), device="cpu",
+                           reporter=reporter).run()
 
     def kill(stats: StepStats) -> None:
         if stats.step == kill_after:
@@ -57,7 +58,7 @@ def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: int 
 
     record = TrainingRunRecord.started(RUN_ID, model_dir, SETTINGS, datetime.now(UTC))
     return record_training(RunRecorder(partial(duckdb.connect, str(database)), RUN_ID), record, train or train_run,
-                           [], LOG, observe=lambda: nullcontext(RunObserver(on_step=kill)))
+                           [], LOG, reporters=lambda: CallbackReporter(step=kill))
 
 
 if __name__ == "__main__":

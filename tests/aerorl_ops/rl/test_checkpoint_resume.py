@@ -58,7 +58,7 @@ def test_a_torn_checkpoint_is_named_and_skipped_for_the_next_older_one(tiny_mode
     found = newest_complete_checkpoint(tmp_path / "run")
     assert (found.checkpoint, found.step) == (tmp_path / "run" / "step-2", 2)
     assert [s.path for s in found.skipped] == [torn] and TRAINER_STATE in found.skipped[0].reason
-    with caplog.at_level(logging.WARNING, logger="aerorl_ops.rl.training_run"):
+    with caplog.at_level(logging.WARNING, logger="aerorl_ops.rl.reporters"):
         resumed = run(resume=True)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [f"skipped the torn checkpoint {torn}"]
     assert (resumed.resumed_from, resumed.resumed_from_step) == (tmp_path / "run" / "step-2", 2)

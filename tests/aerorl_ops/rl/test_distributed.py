@@ -140,3 +140,43 @@ def test_two_gloo_ranks_train_the_parameters_one_process_trains(name, tiny_model
         assert b.grad_norm == pytest.approx(a.grad_norm, rel=1e-4)
         assert b.response_length == pytest.approx(a.response_length)
     assert any(s.reward_std for s in single["steps"][1:])  # rewards varied: the advantages were not all 0
+
+
+def share_a_rollout(rank: int, port: int, out: str) -> None:
+    """Each rank holds its rows' values (global row id x 10) and gathers the whole rollout."""
+    dp = join(rank, 2, port, timeout_s=30)
+    try:
+        share = dp.share_rollout(rows=10, micro_batch_count=8, minibatch_count=2)
+        local = share.rows(torch.device("cpu")) * 10  # [b]
+        flags = share.rows(torch.device("cpu")) % 3 == 0  # [b] bool, which gloo cannot gather as such
+        values, none, gathered_flags = share.gather_rollout(local, None, flags, device=torch.device("cpu"))
+        minibatches = share.minibatches([f"batch-{part}" for part in share.parts], torch.arange(10)[:, None])
+        Path(out, f"rank{rank}.json").write_text(json.dumps({
+            "parts": share.parts, "items": share.items(list(range(100, 110))), "values": values.tolist(),
+            "none": none, "flags": gathered_flags.tolist(),
+            "minibatches": [[[batch, span.start, span.stop] for batch, span in parts] for parts, _ in minibatches],
+            "masks": [whole[:, 0].tolist() for _, whole in minibatches]}))
+    finally:
+        dp.close()
+
+
+def test_two_gloo_ranks_gather_a_rollout_in_global_row_order(tmp_path: Path):
+    mp.spawn(share_a_rollout, args=(free_port(), str(tmp_path)), nprocs=2)
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    assert [r["parts"] for r in ranks] == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert ranks[0]["items"] == [[100, 101], [102, 103], [106], [107]]  # rows 0-3, 6, 7 of 10
+    for r in ranks:  # every rank ends with the global tensors, in global row order
+        assert r["values"] == [0, 10, 20, 30, 40, 50, 60, 70, 80, 90] and r["none"] is None
+        assert r["flags"] == [True, False, False, True, False, False, True, False, False, True]
+        assert r["masks"] == [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9]]  # each minibatch's rows on both ranks
+    assert ranks[0]["minibatches"] == [[["batch-0", 0, 2], ["batch-1", 2, 4]], [["batch-4", 4, 5], ["batch-5", 5, 6]]]
+    assert ranks[1]["minibatches"] == [[["batch-2", 0, 1], ["batch-3", 1, 2]], [["batch-6", 2, 3], ["batch-7", 3, 4]]]
+
+
+def test_rl_step_reads_as_the_algorithm_without_the_ranks_bookkeeping():
+    import inspect
+
+    source = inspect.getsource(RLTrainer.rl_step)
+    assert "share.gather_rollout(" in source
+    assert [word for word in ("shard", "row_spans", "rows_of", "local_parts", "minibatch_rows", "owned(")
+            if word in source] == []

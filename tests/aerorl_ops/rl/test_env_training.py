@@ -14,11 +14,12 @@ from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.rl.run_recorder import RunRecorder
+from aerorl_ops.rl.run_result import TrainingResult
 from aerorl_ops.rl.runtimes import ReferenceRuntime, policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
 from aerorl_ops.rl.trainer import NonFiniteTrainingError, RLTrainer
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingResult, run_training
+from aerorl_ops.rl.training_run import run_training
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
 SETTINGS = TrainingSettings(group_size=4, max_new_tokens=4, learning_rate=1e-3, quant_bits=8, seed=3,

@@ -84,7 +84,7 @@ def test_rerunning_a_finished_run_trains_nothing_and_keeps_its_rows(runs, tiny_m
     before = {table: stored(database, table) for table in tables}
     checkpoints = sorted((p.name, p.stat().st_mtime_ns) for p in run_dir.iterdir())
 
-    def refuse(**callbacks):
+    def refuse(reporter):
         raise AssertionError("a finished run was trained again")
 
     with caplog.at_level(logging.INFO, logger="killable_run"):

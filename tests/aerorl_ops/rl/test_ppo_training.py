@@ -17,7 +17,8 @@ from aerorl_ops.rl.checkpoint import VALUE_HEAD, load_checkpoint_state, save_che
 from aerorl_ops.rl.loss import Targets
 from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.sequences import append_completions, completion_tokens
-from aerorl_ops.rl.trainer import RLTrainer, response_mask, row_spans
+from aerorl_ops.rl.step_parts import row_spans
+from aerorl_ops.rl.trainer import RLTrainer, response_mask
 
 
 def parity_grader(item, completion):

@@ -21,7 +21,7 @@ from aerorl_ops.rl.run_inputs import training_environments
 from aerorl_ops.rl.run_recorder import HELD_OUT_STAGE, TRAINING_STAGE, Rejections, RunRecorder
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import run_training
+from aerorl_ops.rl.training_run import TrainingRun
 from aerorl_ops.rows.load_result import RejectedRow
 from tests.aerorl_ops.rl.test_run_inputs import shapes_dataset
 
@@ -91,9 +91,9 @@ def test_a_jsonl_training_datasets_rejected_rows_are_stored_and_counted(tiny_mod
     train_env, held_out = training_environments(settings, 0, [dataset])
     recorder = RunRecorder(partial(duckdb.connect, str(tmp_path / "t.duckdb")), "jsonl-run")
 
-    def train(**callbacks):
-        return run_training(str(tiny_model_dir), tmp_path / "run", SETTINGS, train_env, held_out, [0, 1],
-                            device="cpu", resume=False, **callbacks)
+    def train(reporter):
+        return TrainingRun(str(tiny_model_dir), tmp_path / "run", SETTINGS, train_env, held_out, [0, 1],
+                           device="cpu", resume=False, reporter=reporter).run()
 
     with caplog.at_level(logging.INFO, logger="recorder-test"):
         run = record_training(recorder, record("jsonl-run"), train,

@@ -10,9 +10,9 @@ from pathlib import Path
 import duckdb
 
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.rl.run_result import TrainingResult
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord, step_rows
-from aerorl_ops.rl.training_run import TrainingResult
 from aerorl_ops.storage.duckdb_store import ensure_tables
 from aerorl_ops.storage.training_schema import TRAINING_STEPS
 from aerorl_ops.telemetry import TelemetrySample, summarize

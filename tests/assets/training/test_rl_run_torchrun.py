@@ -12,12 +12,14 @@ import dagster as dg
 import duckdb
 import pytest
 
-import assets.training.rl_run as rl_run
 import assets.training.torchrun as torchrun
 from aerorl_ops.rl.distributed import DataParallel
+from aerorl_ops.rl.recorded_run import train_and_record
+from aerorl_ops.rl.training_run import TrainingRun
 from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH, DATA_DIR, benchmark_config
-from assets.training.rl_run import train_and_record, training_config_class
+from assets.training.rl_run import training_config_class
+from assets.training.run_parts import model_place, report_place, run_options
 
 # Dagster's own Pipes client reads a preview property of its own message reader on every run
 pytestmark = pytest.mark.filterwarnings("ignore:Function `PipesMessageReader.expected_writer_count`")
@@ -95,15 +97,30 @@ def test_a_batch_the_ranks_cannot_share_fails_before_any_rank_starts(dagster_env
 
 def test_another_rank_only_trains_and_writes_nothing(dagster_env, monkeypatch):
     trained = []
-    monkeypatch.setattr(rl_run, "run_training", lambda *args, **kwargs: trained.append(kwargs))
+    monkeypatch.setattr(TrainingRun, "run", lambda run: trained.append(run))
     bench = benchmark_config(BENCHMARK_CONFIG_PATH)
     config = training_config_class(bench.training)(**RUN, run_name="rank-1")
-    assert train_and_record(bench, config, dagster_env.resources["model_runtime"], dagster_env.resources["duckdb"],
-                            log=None, dp=DataParallel(rank=1, world_size=2)) is None
-    assert len(trained) == 1 and trained[0]["dp"].rank == 1 and "on_step" not in trained[0]
+    assert train_and_record(bench, config.settings(), run_options(config.model_dump()),
+                            model_place(dagster_env.resources["model_runtime"]),
+                            report_place(dagster_env.resources["duckdb"]), log=None,
+                            dp=DataParallel(rank=1, world_size=2)) is None
+    assert len(trained) == 1 and trained[0].dp.rank == 1 and trained[0].run_dir.name == "rank-1"
     assert not dagster_env.duckdb_path.exists() and not (dagster_env.root / "tensorboard").exists()
 
 
 def test_the_launch_settings_leave_the_run_id_as_it_was():
     TrainingConfig = training_config_class(benchmark_config(BENCHMARK_CONFIG_PATH).training)
     assert TrainingConfig(nproc_per_node=4, dist_timeout_s=60).run_id() == TrainingConfig().run_id()
+
+
+def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
+    """A rank calls ``rl.recorded_run.train_and_record``; nothing of ``assets.training.rl_run`` is imported."""
+    import ast
+    import inspect
+
+    from assets.training import torchrun_worker
+
+    tree = ast.parse(inspect.getsource(torchrun_worker))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert "assets.training.rl_run" not in imported and "aerorl_ops.rl.recorded_run" in imported
