@@ -3,7 +3,9 @@
 Shapes default to a Qwen2-VL-2B-like training micro-batch: V = 151,936, B = 4, T = 1024,
 70% of positions are vision tokens (a leading block of each sequence, as image tokens sit
 before the text), H = 1536 (``--hidden``). Both paths compute forward + backward of the
-same loss w.r.t. the hidden states and the LM-head weight:
+same loss w.r.t. the hidden states and the LM-head weight, or, with ``--frozen-head``, w.r.t.
+the hidden states only (the weight has ``requires_grad=False`` in both paths, as under LoRA,
+where the LM head is never adapted):
 
 * naive: ``logits = hidden @ W.T`` for every position ([B, T, V]), then
   :func:`aerorl_ops.losses.masked_cross_entropy_loss` (AeroRL's semantics);
@@ -14,12 +16,14 @@ Each path runs in its own subprocess (this script re-invokes itself with ``--pat
 peak of one cannot hide the other's. Memory is the peak the loss step adds above what the
 inputs and weights already hold: on CPU the process's peak RSS (``getrusage``) minus the RSS
 measured right after the inputs are allocated; on CUDA ``torch.cuda.max_memory_allocated``
-minus the allocated bytes at that point. It includes the [V, H] weight gradient, which both
-paths must produce. Time is the median of ``--repeats`` forward + backward steps after one
-warm-up step. Simplifications: random weights and labels, fp32, no model body.
+minus the allocated bytes at that point. With a trainable head it includes the [V, H] weight
+gradient, which both paths must produce; with ``--frozen-head`` neither path allocates it.
+Time is the median of ``--repeats`` forward + backward steps after one warm-up step.
+Simplifications: random weights and labels, fp32, no model body.
 
     python benchmarks/bench_fused_loss.py --quick          # smoke test, seconds
     python benchmarks/bench_fused_loss.py --threads 2      # full shapes, minutes on CPU
+    python benchmarks/bench_fused_loss.py --frozen-head    # the LM head frozen (LoRA), both paths
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from aerorl_ops.losses import DEFAULT_CHUNK_SIZE, fused_masked_cross_entropy, masked_cross_entropy_loss  # noqa: E402
 
 GIB = 1024**3
-MEMORY_FLOOR = 4.0
+MEMORY_FLOOR = 4.0  # trainable head: both paths hold the [V, H] weight gradient
+FROZEN_HEAD_MEMORY_FLOOR = 15.0  # frozen head: the fused path holds about one [chunk_size, V] block
 SPEED_FLOOR = 2.0
 
 
@@ -71,7 +76,7 @@ class PathResult:
     weight_grad_bytes: int
 
 
-def make_inputs(shapes: Shapes, device: str, seed: int = 0):
+def make_inputs(shapes: Shapes, device: str, frozen_head: bool, seed: int = 0):
     gen = torch.Generator(device=device).manual_seed(seed)
     hidden = torch.randn(shapes.batch, shapes.seq, shapes.hidden, generator=gen, device=device)  # [B, T, H]
     weight = torch.randn(shapes.vocab, shapes.hidden, generator=gen, device=device)  # [V, H]
@@ -79,7 +84,7 @@ def make_inputs(shapes: Shapes, device: str, seed: int = 0):
     labels = torch.randint(0, shapes.vocab, (shapes.batch, shapes.seq), generator=gen, device=device)  # [B, T]
     vision_mask = torch.zeros(shapes.batch, shapes.seq, dtype=torch.bool, device=device)  # [B, T]
     vision_mask[:, : int(shapes.seq * shapes.vision_fraction)] = True
-    return hidden.requires_grad_(True), weight.requires_grad_(True), labels, vision_mask
+    return hidden.requires_grad_(True), weight.requires_grad_(not frozen_head), labels, vision_mask
 
 
 def current_rss_bytes() -> int:
@@ -95,7 +100,7 @@ def run_path(args: argparse.Namespace, shapes: Shapes) -> PathResult:
     """One path in this process: warm-up, timed repeats, peak memory above the inputs."""
     torch.set_num_threads(args.threads)
     cuda = args.device == "cuda"
-    hidden, weight, labels, vision_mask = make_inputs(shapes, args.device)
+    hidden, weight, labels, vision_mask = make_inputs(shapes, args.device, args.frozen_head)
 
     def step() -> float:
         hidden.grad = weight.grad = None
@@ -134,7 +139,7 @@ def run_path(args: argparse.Namespace, shapes: Shapes) -> PathResult:
         peak_is_upper_bound=not cuda and peak == peak_before,
         times_s=times,
         loss=loss,
-        weight_grad_bytes=weight.grad.numel() * weight.grad.element_size(),
+        weight_grad_bytes=0 if weight.grad is None else weight.grad.numel() * weight.grad.element_size(),
     )
 
 
@@ -152,7 +157,8 @@ def report(shapes: Shapes, args: argparse.Namespace, naive: PathResult, fused: P
     print(
         f"shapes: B={shapes.batch} T={shapes.seq} V={shapes.vocab} H={shapes.hidden} "
         f"vision={shapes.vision_fraction:.0%} counted rows N={shapes.counted_rows} "
-        f"fp32 device={args.device} threads={args.threads} chunk_size={args.chunk_size} repeats={args.repeats}"
+        f"fp32 device={args.device} threads={args.threads} chunk_size={args.chunk_size} repeats={args.repeats} "
+        f"LM head {'frozen (no weight gradient)' if args.frozen_head else 'trainable'}"
     )
     print(f"inputs+weights baseline: {naive.baseline_bytes / GIB:.2f} GiB (naive), "
           f"{fused.baseline_bytes / GIB:.2f} GiB (fused)")
@@ -165,10 +171,21 @@ def report(shapes: Shapes, args: argparse.Namespace, naive: PathResult, fused: P
               f"[{times}]  {r.loss:.6f}")
     memory_ratio = naive.peak_added_bytes / max(fused.peak_added_bytes, 1)
     speed_ratio = statistics.median(naive.times_s) / statistics.median(fused.times_s)
-    for name, ratio, floor in (("memory", memory_ratio, MEMORY_FLOOR), ("speed", speed_ratio, SPEED_FLOOR)):
+    memory_floor = FROZEN_HEAD_MEMORY_FLOOR if args.frozen_head else MEMORY_FLOOR
+    for name, ratio, floor in (("memory", memory_ratio, memory_floor), ("speed", speed_ratio, SPEED_FLOOR)):
         verdict = "meets" if ratio >= floor else "BELOW"
         print(f"{name} ratio naive/fused: {ratio:.2f}x ({verdict} the {floor:.0f}x floor)")
     print(f"loss |naive - fused|: {abs(naive.loss - fused.loss):.2e}")
+    block_rows = min(args.chunk_size, shapes.counted_rows)
+    block_bytes = block_rows * shapes.vocab * 4
+    if args.frozen_head:
+        print(
+            f"frozen head: no weight gradient in either path (naive {naive.weight_grad_bytes} B, fused "
+            f"{fused.weight_grad_bytes} B); one [{block_rows}, V] fp32 logits block is "
+            f"{block_bytes / GIB:.3f} GiB = {block_bytes / max(fused.peak_added_bytes, 1):.0%} "
+            "of the fused path's added peak."
+        )
+        return
     grad_w = fused.weight_grad_bytes
     share = grad_w / max(fused.peak_added_bytes, 1)
     print(
@@ -190,6 +207,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch.set_num_threads")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--quick", action="store_true", help="small shapes for a smoke test")
+    parser.add_argument(
+        "--frozen-head", action="store_true", help="LM-head weight frozen in both paths (LoRA): no [V, H] gradient"
+    )
     parser.add_argument("--path", choices=("naive", "fused"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:

@@ -15,6 +15,10 @@ already shifted (``hidden_states[b, t]`` predicts ``labels[b, t]``), vision posi
 ``ignore_index`` labels are excluded, mean over counted tokens, 0 (and zero gradients) when
 none are counted.
 
+Frozen head (LoRA, where the LM head is never adapted): when ``lm_head_weight`` (and the bias)
+do not require grad, only ``dL/dhidden`` [N, H] is computed and kept; no [V, H] weight-gradient
+buffer is allocated, so the loss's added memory is about one [chunk_size, V] block.
+
 Limits: one backward pass per forward (the precomputed gradients are handed over, not
 kept; ``retain_graph`` then a second backward raises); no double backward. For half or
 bfloat16 inputs the logits and the weight gradient are accumulated in float32 (the weight
@@ -190,7 +194,7 @@ class FusedMaskedCrossEntropyLoss(nn.Module):
     Args:
         ignore_index: label value excluded from the loss.
         chunk_size: rows of the LM head computed at once; peak extra memory is about
-            ``chunk_size * V`` floats plus the [V, H] weight gradient.
+            ``chunk_size * V`` floats, plus the [V, H] weight gradient when the weight requires grad.
 
     forward(hidden_states [B, T, H], lm_head_weight [V, H], labels [B, T] already shifted,
     vision_mask [B, T] bool, lm_head_bias [V] | None) returns ``(loss [], CrossEntropyStats)``.
