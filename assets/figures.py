@@ -13,7 +13,7 @@ import duckdb
 
 from aerorl_ops.reporting.artifacts import safe_path_component
 from aerorl_ops.reporting.eval_plots import save_eval_plots
-from aerorl_ops.reporting.training_plots import TRAINING_FIGURES, save_training_plots
+from aerorl_ops.reporting.training_plots import TRAINING_FIGURES, training_plots_dir
 from assets.metadata import inline_png
 
 
@@ -31,9 +31,12 @@ def _metadata(saved: dict[str, Path], names) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def training_figures(conn: duckdb.DuckDBPyConnection, database: str, run_id: str) -> dict[str, dg.MetadataValue]:
-    """Every training figure of ``run_id`` (a note where there is nothing to plot), saved and inline."""
-    return _metadata(save_training_plots(conn, run_id, plots_dir(database, "training", run_id)), TRAINING_FIGURES)
+def training_figures(database: str, run_id: str) -> dict[str, dg.MetadataValue]:
+    """Every training figure of ``run_id`` that its run saved (``rl.reporters.FiguresReporter``), inline;
+    a note where there was nothing to plot."""
+    folder = training_plots_dir(database, run_id)
+    saved = {name: folder / f"{name}.png" for name in TRAINING_FIGURES if (folder / f"{name}.png").exists()}
+    return _metadata(saved, TRAINING_FIGURES)
 
 
 def eval_figures(conn: duckdb.DuckDBPyConnection, database: str, eval_id: str) -> dict[str, dg.MetadataValue]:

@@ -21,6 +21,7 @@ import duckdb
 import pandas as pd
 from matplotlib.figure import Figure
 
+from aerorl_ops.reporting.artifacts import safe_path_component
 from aerorl_ops.reporting.plots import DPI, FIGSIZE_IN, _figure, _png
 from aerorl_ops.storage.eval_schema import EVAL_METRICS, EVAL_RUNS
 from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS
@@ -160,6 +161,11 @@ def write_png(path: Path, png: bytes) -> Path:
     partial.write_bytes(png)
     partial.replace(path)
     return path
+
+
+def training_plots_dir(database: str | Path, run_id: str) -> Path:
+    """Where run ``run_id``'s figures go: ``plots/training/<run_id>/`` beside the report database."""
+    return Path(database).resolve().parent / "plots" / "training" / safe_path_component(run_id)
 
 
 def save_training_plots(conn: duckdb.DuckDBPyConnection, run_id: str, folder: Path) -> dict[str, Path]:

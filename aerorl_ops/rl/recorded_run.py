@@ -33,10 +33,12 @@ from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.loading import resolve_device
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
+from aerorl_ops.reporting.training_plots import training_plots_dir
 from aerorl_ops.rl.checkpoint import ResumePoint
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.reporters import (
     NULL_REPORTER,
+    FiguresReporter,
     Log,
     NullReporter,
     ProgressReporter,
@@ -188,7 +190,9 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
                                   wandb_project=options.wandb_project or None, wandb_mode=options.wandb_mode,
                                   run_name=run_id, config={**asdict(settings), **asdict(options)})
         return Reporters([TensorBoardReporter(board),
-                          ProgressReporter(log, run_id, settings.total_steps, options.progress_bar), reporter])
+                          ProgressReporter(log, run_id, settings.total_steps, options.progress_bar),
+                          FiguresReporter(report.connect, run_id, training_plots_dir(report.database, run_id)),
+                          reporter])
 
     stored = record_training(
         RunRecorder(report.connect, run_id), TrainingRunRecord.started(run_id, base, settings, datetime.now(UTC)),

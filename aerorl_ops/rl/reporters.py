@@ -15,12 +15,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm import tqdm
 
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger
+from aerorl_ops.reporting.training_plots import save_training_plots
 from aerorl_ops.rl.checkpoint import ResumePoint
 from aerorl_ops.rl.run_result import SampledEval
 from aerorl_ops.rl.stats import StepStats
@@ -194,3 +196,15 @@ class TensorBoardReporter(NullReporter):
 
     def close(self) -> None:
         self.board.close()
+
+
+class FiguresReporter(NullReporter):
+    """Run ``run_id``'s figures (``reporting.training_plots``: curves of what is stored for it), saved
+    as PNGs in ``folder`` when the run is over; ``connect`` opens the report database its rows are in."""
+
+    def __init__(self, connect: Callable[[], Any], run_id: str, folder: Path) -> None:
+        self.connect, self.run_id, self.folder = connect, run_id, folder
+
+    def close(self) -> None:
+        with self.connect() as conn:
+            save_training_plots(conn, self.run_id, self.folder)

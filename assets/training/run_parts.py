@@ -59,8 +59,7 @@ def run_metadata(run: RecordedRun, duckdb: DuckDBResource) -> dict[str, Any]:
     """The materialization's metadata, read back from what is stored for the run, with its figures
     (PNGs under reports/plots/training/<run_id>)."""
     stored = run.stored
-    with duckdb.get_connection() as conn:
-        figures = training_figures(conn, duckdb.database, run.run_id)
+    figures = training_figures(duckdb.database, run.run_id)
     return {
         "run_id": run.run_id,
         "final_checkpoint": dg.MetadataValue.path(str(stored.record.final_checkpoint)),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import base64
+from functools import partial
 
 import duckdb
 import pyarrow as pa
 
+from aerorl_ops.reporting.training_plots import training_plots_dir
+from aerorl_ops.rl.reporters import FiguresReporter
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
 from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
-from assets.figures import plots_dir, training_figures
+from assets.figures import training_figures
 
 
 def rows(spec, records: list[dict]) -> pa.Table:
@@ -17,7 +20,7 @@ def rows(spec, records: list[dict]) -> pa.Table:
                                 schema=spec.schema)
 
 
-def test_training_figures_are_saved_under_plots_and_inlined(tmp_path):
+def test_training_figures_are_saved_under_plots_by_the_runs_reporter_and_inlined(tmp_path):
     database = tmp_path / "reports" / "aerorl.duckdb"
     database.parent.mkdir()
     key = {"run_id": "../run a"}
@@ -28,8 +31,10 @@ def test_training_figures_are_saved_under_plots_and_inlined(tmp_path):
         ensure_tables(conn, TRAINING_TABLES)
         replace_partitions(conn, [PartitionWrite(TRAINING_STEPS, key, rows(TRAINING_STEPS, steps)),
                                   PartitionWrite(TRAINING_EVALS, key, rows(TRAINING_EVALS, evals))])
-        metadata = training_figures(conn, str(database), "../run a")
-    folder = plots_dir(str(database), "training", "../run a")
+    folder = training_plots_dir(str(database), "../run a")
+    assert training_figures(str(database), "../run a")["accuracy_vs_step"].value.startswith("_")  # not saved yet
+    FiguresReporter(partial(duckdb.connect, str(database)), "../run a", folder).close()  # the run's end
+    metadata = training_figures(str(database), "../run a")
     assert folder.parent == tmp_path / "reports" / "plots" / "training"  # the run id cannot climb out
     png = (folder / "accuracy_vs_step.png").read_bytes()
     assert metadata["accuracy_vs_step_png"].value == str(folder / "accuracy_vs_step.png")
