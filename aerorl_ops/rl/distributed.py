@@ -113,6 +113,12 @@ class DataParallel:
         else:
             dist.barrier()
 
+    def local_micro_batches(self, rows: int, micro_batch_count: int, what: str = "a batch") -> list[tuple[int, ...]]:
+        """The row indices of each of this rank's micro-batches of a one-minibatch batch of ``rows`` rows
+        cut into ``micro_batch_count`` (:func:`shard_batch`; all of them in one process)."""
+        shards = shard_batch(rows, micro_batch_count, 1, self.world_size, what)
+        return [shards.parts[part] for part in shards.local_parts(self.rank)]
+
     def share_rollout(self, rows: int, micro_batch_count: int, minibatch_count: int) -> RolloutShare:
         """This rank's share of a rollout of ``rows`` rows cut into ``micro_batch_count`` micro-batches
         grouped into ``minibatch_count`` minibatches (:func:`shard_batch`)."""

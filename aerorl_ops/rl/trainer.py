@@ -59,7 +59,7 @@ from aerorl_ops.losses import masked_mean
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
 from aerorl_ops.rl.algorithms import build_algorithm, resolve_settings, token_rewards
 from aerorl_ops.rl.checkpoint import CheckpointState
-from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation, shard_batch
+from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation
 from aerorl_ops.rl.functional import aggregation_share, explained_variance, kl_penalty
 from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
 from aerorl_ops.rl.rollout import sample_parts, supervised_batch
@@ -213,9 +213,8 @@ class RLTrainer:
         """Backward of the token-mean answer NLL (over the global batch's tokens) over this rank's
         micro-batches (no update). Returns the global loss and this rank's batches."""
         loaded, dp = self._policy().loaded, self.dp
-        shards = shard_batch(len(indices), self.settings.grad_accumulation, 1, dp.world_size, "a supervised batch")
-        batches = [supervised_batch(loaded, env, [indices[row] for row in shards.parts[part]])
-                   for part in shards.local_parts(dp.rank)]
+        parts = dp.local_micro_batches(len(indices), self.settings.grad_accumulation, "a supervised batch")
+        batches = [supervised_batch(loaded, env, [indices[row] for row in part]) for part in parts]
         (total,) = dp.sum([sum(int(b.completion_mask[:, 1:].sum()) for b in batches)])
         loss = 0.0
         for batch in batches:

@@ -17,7 +17,7 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.types import StepInfo, TaskData
-from aerorl_ops.rl.distributed import SINGLE, check_data_parallel, from_environment, shard_batch
+from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_data_parallel, from_environment, shard_batch
 from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler
 from aerorl_ops.rl.trainer import RLTrainer
@@ -180,3 +180,17 @@ def test_rl_step_reads_as_the_algorithm_without_the_ranks_bookkeeping():
     assert "share.gather_rollout(" in source
     assert [word for word in ("shard", "row_spans", "rows_of", "local_parts", "minibatch_rows", "owned(")
             if word in source] == []
+
+
+def test_a_supervised_step_takes_its_ranks_micro_batches_from_one_call():
+    """10 rows in 4 micro-batches over 2 ranks: rank 0 owns micro-batches 0 and 1, rank 1 owns 2 and 3
+    (the rows of each as ``micro_batches`` cuts them); one process owns all four."""
+    import inspect
+
+    assert DataParallel(rank=0, world_size=2).local_micro_batches(10, 4) == [(0, 1, 2), (3, 4, 5)]
+    assert DataParallel(rank=1, world_size=2).local_micro_batches(10, 4) == [(6, 7), (8, 9)]
+    assert DataParallel().local_micro_batches(10, 4) == [(0, 1, 2), (3, 4, 5), (6, 7), (8, 9)]
+    with pytest.raises(ValueError, match="a supervised batch of 10 rows makes minibatches of 3 micro-batches"):
+        DataParallel(rank=0, world_size=2).local_micro_batches(10, 3, "a supervised batch")
+    source = inspect.getsource(RLTrainer.accumulate_supervised)
+    assert "local_micro_batches(" in source and "shard_batch" not in source and "local_parts" not in source
