@@ -29,6 +29,7 @@ import torch
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.loading import resolve_device
@@ -52,7 +53,15 @@ from aerorl_ops.rl.run_inputs import (
     training_environments,
     validation_environment,
 )
-from aerorl_ops.rl.run_recorder import HELD_OUT_STAGE, TRAINING_STAGE, Connect, Rejections, RunRecorder, StoredRun
+from aerorl_ops.rl.run_recorder import (
+    HELD_OUT_STAGE,
+    TRAINING_STAGE,
+    VALIDATION_STAGE,
+    Connect,
+    Rejections,
+    RunRecorder,
+    StoredRun,
+)
 from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
@@ -144,6 +153,13 @@ def record_training(recorder: RunRecorder, record: TrainingRunRecord, train: Cal
     return recorder.stored()
 
 
+def run_rejections(train_env: TaskEnv, held_out: TaskEnv, validation: TaskEnv | None) -> list[Rejections]:
+    """What each environment of a run rejected: training, held-out and (when the run has one) the
+    sampled evaluations' validation environment."""
+    envs = [(TRAINING_STAGE, train_env), (HELD_OUT_STAGE, held_out), (VALIDATION_STAGE, validation)]
+    return [Rejections(stage, env.name, env.rejected) for stage, env in envs if env is not None]
+
+
 def rejection_line(run_id: str, rejections: Sequence[Rejections]) -> str:
     """One line: each environment's rejections, worded as evaluation words them
     (``envs.rejections.rejection_summary``: the count, then the commonest reasons)."""
@@ -196,8 +212,7 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
 
     stored = record_training(
         RunRecorder(report.connect, run_id), TrainingRunRecord.started(run_id, base, settings, datetime.now(UTC)),
-        train, [Rejections(TRAINING_STAGE, train_env.name, train_env.rejected),
-                Rejections(HELD_OUT_STAGE, held_out.name, held_out.rejected)],
+        train, run_rejections(train_env, held_out, validation),
         log, resume=options.resume, reporters=outside,
         telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))
     return RecordedRun(run_id, stored)

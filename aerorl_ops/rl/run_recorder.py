@@ -57,15 +57,15 @@ ROW_KEYS: Mapping[str, tuple[str, ...]] = {
 """The columns that name one row of each training table: a write replaces the stored row of its key."""
 
 RECORDED_TABLES = (*TRAINING_TABLES, *EVAL_TABLES, REJECTED_ROWS)
-TRAINING_STAGE, HELD_OUT_STAGE = "training", "held_out"
+TRAINING_STAGE, HELD_OUT_STAGE, VALIDATION_STAGE = "training", "held_out", "validation"
 """``rejected_rows.stage`` of the rows the training and the held-out environments reject."""
 PHASE_ORDER = ("no_image_prior", "base", "warmup", "rl", "final", "control")
 
 
 @dataclass(frozen=True)
 class Rejections:
-    """The rows one environment of a run rejected: ``stage`` (``TRAINING_STAGE`` / ``HELD_OUT_STAGE``)
-    and the environment's name."""
+    """The rows one environment of a run rejected: ``stage`` (``TRAINING_STAGE`` / ``HELD_OUT_STAGE`` /
+    ``VALIDATION_STAGE``) and the environment's name."""
 
     stage: str
     dataset: str

@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_metrics.accuracy import accuracy_report
 from aerorl_ops.eval_runner.held_out import EvalResult
-from aerorl_ops.rl.recorded_run import record_training
+from aerorl_ops.rl.recorded_run import record_training, run_rejections
 from aerorl_ops.rl.run_inputs import training_environments
 from aerorl_ops.rl.run_recorder import HELD_OUT_STAGE, TRAINING_STAGE, Rejections, RunRecorder
 from aerorl_ops.rl.stats import StepStats
@@ -123,3 +124,15 @@ def test_a_recorder_refuses_to_update_a_run_it_has_not_started(tmp_path, fresh):
     recorder.start(record("r"), fresh=fresh)
     recorder.update(rejected_rows=1)
     assert rows(tmp_path / "t.duckdb", "SELECT rejected_rows FROM training_runs") == [(1,)]
+
+
+def test_a_runs_validation_environment_rejections_are_recorded_too(tmp_path):
+    """The sampled evaluations' validation environment is the run's third: its rejected rows are
+    stored and counted like the training and held-out ones."""
+    dataset = shapes_dataset(tmp_path, "shapes", ["red", "blue"])  # + 1 line naming a missing image
+    settings = dataclasses.replace(TRAINING_DEFAULTS, env="shapes", eval_size=2)
+    train_env, held_out = training_environments(settings, 0, [dataset])
+    validation = make_env("jsonl", path=str(dataset.path), name="shapes-validation")
+    stages = [(r.stage, r.dataset, len(r.rows)) for r in run_rejections(train_env, held_out, validation)]
+    assert stages == [("training", "shapes", 1), ("held_out", "shapes", 1), ("validation", "shapes-validation", 1)]
+    assert [r.stage for r in run_rejections(train_env, held_out, None)] == ["training", "held_out"]
