@@ -174,11 +174,15 @@ class TrainingSettings:
                              "lora_base (needs lora_rank > 0: the policy with its adapters disabled, no second "
                              "copy; the warm-up adapter is merged at the RL start and fresh adapters attached)",
                              check=one_of(*REFERENCE_MODES))
-    freeze_vision_tower: bool = setting(False, help="no gradients and no optimizer state for the vision tower "
-                                        "(with LoRA the whole base model, the tower included, is frozen anyway)",
-                                        check=boolean)
-    lora_rank: int = setting(0, help="LoRA rank (peft; 0 = full fine-tuning); the vision tower and the LM head "
-                             "are never adapted", check=non_negative_int)
+    freeze_vision_tower: bool = setting(False, help="no gradients and no optimizer state for the vision encoder "
+                                        "only, in every family (Qwen's visual without its merger); the projector "
+                                        "trains unless freeze_projector (aerorl_ops.models.family_parts; with LoRA "
+                                        "the whole base model is frozen anyway)", check=boolean)
+    freeze_projector: bool = setting(False, help="no gradients and no optimizer state for the projector from "
+                                     "vision features to the language model (Qwen's merger, Idefics3's connector, "
+                                     "multi_modal_projector)", check=boolean)
+    lora_rank: int = setting(0, help="LoRA rank (peft; 0 = full fine-tuning); the vision encoder, the projector "
+                             "and the LM head are never adapted", check=non_negative_int)
     lora_alpha: int = setting(16, help="LoRA alpha: the update is scaled by lora_alpha / lora_rank (verl's 16)",
                               check=positive_int)
     lora_target_modules: str = setting("all-linear", help="LoRA targets: all-linear, or comma-separated module "

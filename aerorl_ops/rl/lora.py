@@ -5,9 +5,10 @@ init) and ``B [out, r]`` (zeros at init, so a fresh adapter leaves the model unc
 ``A`` and ``B`` train. verl's defaults: ``lora_alpha = 16`` whatever the rank (the scale is then
 ``16 / r``), ``target_modules = "all-linear"``, no bias, no dropout.
 
-Never adapted: the vision tower (``vision_tower.find_vision_tower``; verl's VLM recipe excludes it too)
-and the LM head (the fused log-prob path reads its weight directly). Both are excluded through
-peft's ``exclude_modules`` regex, so a target list that names their layers cannot reach them.
+Never adapted: the vision encoder and the projector (``aerorl_ops.models.family_parts``; verl's VLM
+recipe excludes the tower too) and the LM head (the fused log-prob path reads its weight directly).
+They are excluded through peft's ``exclude_modules`` regex, so a target list that names their layers
+cannot reach them; as every base weight under LoRA, they do not train.
 
 Checkpoints (``save_policy``): a LoRA policy is saved **merged**, ``W + (alpha/r)·B·A`` in
 place of each adapted weight, so the folder loads with a plain ``from_pretrained`` and is
@@ -33,16 +34,15 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from peft.tuners.lora import LoraLayer
 
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.vision_tower import find_vision_tower
+from aerorl_ops.models.family_parts import vision_module_names
 
 ADAPTER_DIR = "adapter"
 ADAPTER = "default"  # peft's name of the one adapter
 
 
 def lora_config(model: torch.nn.Module, settings: TrainingSettings) -> LoraConfig:
-    """The settings' ``LoraConfig``, the vision tower and the LM head excluded."""
-    tower = find_vision_tower(model)
-    excluded = [re.escape(tower[0]) + r"(\..*)?"] if tower else []
+    """The settings' ``LoraConfig``, the vision encoder, the projector and the LM head excluded."""
+    excluded = [re.escape(name) + r"(\..*)?" for name in vision_module_names(model)]
     head = model.get_output_embeddings()
     excluded += [re.escape(name) for name, module in model.named_modules() if module is head]
     targets = settings.lora_target_modules.strip()

@@ -9,8 +9,10 @@
   ``ReplySampler`` (``generation.vllm_sampler.VLLMSampler``), it samples the replies from the same
   prompt text instead of the policy's ``generate``; either way the batches hold the prompts and
   reply tokens only, so the trainer scores the replies with the policy itself;
-- ``supervised_batch``: prompts followed by their reference answer and EOS (the plain answer
-  format: the environment's first answer, no JSON), for the masked supervised loss.
+- ``supervised_batch``: prompts followed by their reference answer and the token that ends an
+  assistant turn of the model's family (``models.family_parts``: Gemma 3's ``<end_of_turn>``, Qwen's
+  ``<|im_end|>``; the plain answer format: the environment's first answer, no JSON), for the masked
+  supervised loss.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from aerorl_ops.eval_runner.episodes import (
 )
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.models.family_parts import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
 
@@ -105,8 +108,8 @@ def answer_target(env: TaskEnv, index: int) -> str:
 
 
 def supervised_batch(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int]) -> SequenceBatch:
-    """Prompts followed by their target answers and EOS: a teacher-forced batch."""
+    """Prompts followed by their target answers and the family's end-of-turn token: a teacher-forced batch."""
     inputs = encode_observations(loaded, observe_all(env, indices))
-    eos = eos_token_ids(loaded)[0]
-    targets = [loaded.tokenizer.encode(answer_target(env, i), add_special_tokens=False) + [eos] for i in indices]
+    end = end_of_turn_id(loaded.model, loaded.tokenizer)
+    targets = [loaded.tokenizer.encode(answer_target(env, i), add_special_tokens=False) + [end] for i in indices]
     return append_completions(inputs, targets, loaded.tokenizer.pad_token_id, loaded.model.config)

@@ -27,7 +27,7 @@ from transformers import BitsAndBytesConfig
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
 from aerorl_ops.rl.lora import load_lora
-from aerorl_ops.rl.vision_tower import freeze_vision_tower
+from aerorl_ops.rl.vision_tower import freeze_vision_parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +197,7 @@ def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSett
     ``lora_rank > 0``, the vision tower frozen when asked, train mode."""
     if settings.lora_rank:
         model = load_lora(model, folder, settings)
-    if settings.freeze_vision_tower:
-        freeze_vision_tower(model)
+    freeze_vision_parts(model, settings)
     return model.train()
 
 

@@ -4,6 +4,11 @@ Convention (see ``aerorl_ops.losses.masking``): ``completion_mask[b, t]`` is Tru
 ``t`` of row ``b`` is a completion token that counts (up to and including its EOS); prompt,
 padding and vision tokens are False. Log-probs are computed with the fused LM-head path over
 exactly those positions, so [B, T, V] logits never exist.
+
+The model gets every output of its processor, as ``generate`` did: per-token tensors are extended
+over the completion as each means (``attention_mask``: 1 for a real token, 0 for padding; the
+token-type ids ``token_type_ids`` / ``mm_token_type_ids``: 0, text), per-image tensors
+(``pixel_values``, ``image_grid_thw``, ``image_sizes``, ``pixel_attention_mask``, ...) pass as they are.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from peft import PeftModel
 from aerorl_ops.losses import TokenLogprobs, fused_token_logprobs
 from aerorl_ops.models.vision_tokens import vision_token_mask
 
-_MODEL_INPUTS = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
+TOKEN_TYPE_INPUTS = ("token_type_ids", "mm_token_type_ids")
+"""Per-token type ids (Gemma 3's image attention, Qwen's / GLM's multimodal rope): completion tokens are text, 0."""
 
 
 class SequenceBatch(NamedTuple):
@@ -54,11 +60,17 @@ def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_
     attention = torch.cat([prompt_inputs["attention_mask"].bool(), completion_valid.to(device)], dim=1)  # [B, P + C]
     completion_mask = torch.cat([torch.zeros_like(prompt_ids, dtype=torch.bool), completion_valid.to(device)],
                                 dim=1)  # [B, P + C]
-    inputs = {name: prompt_inputs[name] for name in _MODEL_INPUTS if name in prompt_inputs}
+    inputs = dict(prompt_inputs)  # per-image tensors as they are
     inputs.update(input_ids=input_ids, attention_mask=attention.long())
-    if "mm_token_type_ids" in inputs:  # completion tokens are text (type 0)
-        inputs["mm_token_type_ids"] = torch.cat(
-            [inputs["mm_token_type_ids"], torch.zeros_like(completion_ids).to(device)], dim=1)  # [B, P + C]
+    for name, value in prompt_inputs.items():
+        if name in TOKEN_TYPE_INPUTS:
+            inputs[name] = torch.cat([value, torch.zeros_like(completion_ids).to(device)], dim=1)  # [B, P + C]
+        elif name not in ("input_ids", "attention_mask") and name.endswith(("_ids", "_mask")) \
+                and getattr(value, "shape", None) == prompt_ids.shape:
+            raise ValueError(f"the processor returned a per-token input {name!r} [B, P] that append_completions "
+                             "does not know how to extend over the completion; add it to "
+                             "aerorl_ops.rl.sequences.TOKEN_TYPE_INPUTS if completion tokens take 0, or extend "
+                             "append_completions")
     return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, model_config))
 
 

@@ -46,7 +46,7 @@ from typing import TypeVar
 
 from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.fields import setting_fields
-from aerorl_ops.config.training import LAUNCH_SETTINGS, TrainingSettings
+from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
 from aerorl_ops.eval_runner.runner import evaluate_model
@@ -75,13 +75,20 @@ SAMPLED_PHASES = ("warmup", "rl", "final")
 T = TypeVar("T")
 
 
+ID_WHEN_SET = ("freeze_projector",)
+"""Settings added since the run-id format: each enters the id only when set away from its default, so
+adding a setting leaves the id (and so the resume) of every run made before it as it was."""
+
+
 def training_run_id(settings: TrainingSettings, run_name: str = "") -> str:
     """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed); the
-    launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it."""
+    launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it, nor ``ID_WHEN_SET``'s at
+    their defaults."""
     if run_name:
         return run_name
     values = {f.name: getattr(settings, f.name) for f in setting_fields(TrainingSettings)
-              if f.name not in LAUNCH_SETTINGS}
+              if f.name not in LAUNCH_SETTINGS
+              and not (f.name in ID_WHEN_SET and getattr(settings, f.name) == getattr(TRAINING_DEFAULTS, f.name))}
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
     return f"rl-{settings.algorithm}-s{settings.seed}-{digest}"
 

@@ -11,6 +11,7 @@ import torch
 from aerorl_ops.config.fields import ConfigError, parse_section
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
+from aerorl_ops.models.family_parts import part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.checkpoint import load_checkpoint_state, save_checkpoint
 from aerorl_ops.rl.lora import ADAPTER_DIR, attach_lora, lora_layers
@@ -58,31 +59,34 @@ def test_the_file_check_names_the_setting():
         TrainingSettings(reference="lora_base").check_rules("run.toml")
 
 
-def test_freezing_needs_a_vision_tower():
-    with pytest.raises(ValueError, match="no vision tower.*freeze_vision_tower"):
+def test_freezing_needs_a_vision_encoder():
+    with pytest.raises(ValueError, match="no vision encoder.*freeze_vision_tower"):
         freeze_vision_tower(torch.nn.Sequential(torch.nn.Linear(2, 2)))
 
 
-def test_a_frozen_vision_tower_does_not_change_and_has_no_optimizer_state(tiny_model_dir, env):
+def test_a_frozen_vision_encoder_does_not_change_and_has_no_optimizer_state(tiny_model_dir, env):
+    # freeze_vision_tower freezes the encoder only: Qwen2-VL's merger (its projector, inside model.visual)
+    # trains unless freeze_projector (before, the whole of model.visual was frozen)
     config = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.0, freeze_vision_tower=True, seed=0)
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     model = policy.loaded.model
-    name, tower = find_vision_tower(model)
+    name, _ = find_vision_tower(model)
     assert name == "model.visual"
-    visual = {id(p) for p in tower.parameters()}
+    encoder = set(part_parameters(model, "encoder"))
+    assert encoder and not any(".merger." in n for n in encoder)
+    assert sorted(part_parameters(model, "projector")) == sorted(
+        n for n, _ in model.named_parameters() if n.startswith("model.visual.merger."))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trainer = RLTrainer(config, policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     trainer.rl_step(env, [8, 9])
     after = dict(model.named_parameters())
-    tower_names = [n for n, p in after.items() if id(p) in visual]
-    assert tower_names and all(torch.equal(after[n], before[n]) for n in tower_names)
-    assert all(not after[n].requires_grad for n in tower_names)
-    others = [n for n in after if id(after[n]) not in visual]
-    assert all(not torch.equal(after[n], before[n]) for n in others)  # every other parameter trained
+    assert all(torch.equal(after[n], before[n]) and not after[n].requires_grad for n in encoder)
+    others = [n for n in after if n not in encoder]
+    assert all(not torch.equal(after[n], before[n]) for n in others)  # every other parameter trained, the merger too
     held = {id(p) for p in trainer.optimizer.state}
-    assert held == {id(after[n]) for n in others} and not held & visual
+    assert held == {id(after[n]) for n in others}
 
 
 def test_lora_adapts_only_the_language_model(fresh_tiny_vlm):

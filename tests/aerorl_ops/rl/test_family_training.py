@@ -1,0 +1,248 @@
+"""Training every VLM family's tiny random-init checkpoint (``tests/conftest.py``'s ``tiny_family_dir``):
+the trainer scores what ``generate`` sampled with the same inputs, the vision encoder freezes and the
+projector does not (unless asked), the supervised target ends with the family's end-of-turn token, and
+a 2 + 2-step run goes through, plain and with a frozen tower plus LoRA."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+
+import pytest
+import torch
+from transformers import AutoConfig
+
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.registry import make_env
+from aerorl_ops.eval_runner.episodes import observe_all
+from aerorl_ops.eval_runner.replies import encode_observations
+from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.generation.suppression import suppressed_token_ids
+from aerorl_ops.models.family_parts import family_parts, part_of, part_parameters
+from aerorl_ops.models.loading import ModelSource, load_vlm
+from aerorl_ops.models.tiny_families import FAMILIES, random_init_model
+from aerorl_ops.rl.lora import ADAPTER_DIR, lora_config, lora_layers
+from aerorl_ops.rl.rollout import supervised_batch
+from aerorl_ops.rl.runtimes import policy_and_reference
+from aerorl_ops.rl.sequences import append_completions, completion_logprobs
+from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.training_run import run_training
+
+END_OF_TURN = {"qwen2-vl": "<|im_end|>", "qwen2.5-vl": "<|im_end|>", "qwen3-vl": "<|im_end|>",
+               "smolvlm": "<end_of_utterance>", "smolvlm2": "<end_of_utterance>", "gemma3": "<end_of_turn>",
+               "llava-onevision": "<|im_end|>", "internvl": "<|im_end|>", "glm4.1v": "<|user|>"}
+"""What each family's chat template writes after an assistant reply, written out by hand."""
+
+STEPS = dict(group_size=2, max_new_tokens=3, kl_coef=0.0, learning_rate=1e-2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def env():
+    torch.set_num_threads(1)
+    return make_env("easy_vqa", split="train", limit=16, seed=1)
+
+
+def generated_with_logprobs(loaded, inputs, max_new_tokens=4) -> tuple[list[list[int]], list[torch.Tensor]]:
+    """Greedy ``generate`` on ``inputs`` (every special token but EOS suppressed, as the trainer's
+    rollouts): each row's tokens up to and including EOS, and the log-prob ``generate`` gave each."""
+    eos = eos_token_ids(loaded)
+    model = loaded.model
+    suppress = suppressed_token_ids(loaded.tokenizer, eos, model.get_output_embeddings().weight.shape[0])
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
+                             pad_token_id=loaded.tokenizer.pad_token_id, suppress_tokens=suppress,
+                             output_logits=True, return_dict_in_generate=True)
+    new = out.sequences[:, inputs["input_ids"].shape[1]:]  # [B, C]
+    logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, C, V]
+    tokens, scored = [], []
+    for row, ids in enumerate(new.tolist()):
+        length = next((i + 1 for i, t in enumerate(ids) if t in eos), len(ids))
+        tokens.append(ids[:length])
+        scored.append(logprobs[row, torch.arange(length), new[row, :length]])  # [length]
+    return tokens, scored
+
+
+@pytest.fixture(scope="module")
+def three_layer_vlm(tiny_family_dir, tmp_path_factory):
+    """A family's tiny checkpoint with a three-layer decoder (seeded random init, the same processor):
+    with one layer, nothing that reads the image positions' outputs follows, so a changed attention
+    pattern over the image (Gemma 3's ``token_type_ids``) could not show in the completion's log-probs."""
+    root, built = tmp_path_factory.mktemp("three_layer"), {}
+
+    def load(name: str):
+        if name not in built:
+            folder = shutil.copytree(tiny_family_dir(name), root / name)
+            config = AutoConfig.from_pretrained(folder)
+            text = config.get_text_config()
+            text.num_hidden_layers = 3
+            if getattr(text, "layer_types", None):
+                text.layer_types = text.layer_types * 3
+            random_init_model(config, seed=1).save_pretrained(folder)
+            built[name] = load_vlm(ModelSource(str(folder)), torch.device("cpu"))
+        return built[name]
+
+    return load
+
+
+def scored_and_generated(loaded, env, drop: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The trainer's log-probs of what ``generate`` replied to two prompts (``drop``: an input left out
+    of the trainer's batch), and ``generate``'s own: [N] each."""
+    inputs = encode_observations(loaded, observe_all(env, [0, 1]))
+    tokens, expected = generated_with_logprobs(loaded, inputs)
+    batch = append_completions(inputs, tokens, loaded.tokenizer.pad_token_id, loaded.model.config)
+    assert set(inputs) <= set(batch.inputs)  # every processor output reaches the model
+    if drop is not None:
+        del batch.inputs[drop]
+    with torch.no_grad():
+        scored = completion_logprobs(loaded.model, batch).logprobs  # [N]
+    assert scored.shape == (sum(map(len, tokens)),)
+    return scored, torch.cat(expected)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_the_trainer_scores_replies_as_generate_did(three_layer_vlm, env, name):
+    scored, expected = scored_and_generated(three_layer_vlm(name), env)
+    assert torch.allclose(scored, expected, atol=1e-5, rtol=0), (scored, expected)
+
+
+def test_what_the_trainer_would_get_wrong_with_a_dropped_input(three_layer_vlm, env):
+    """What the test above catches. Gemma 3's image tokens attend to each other both ways only with
+    ``token_type_ids``, which the old allow-list dropped; LLaVA-OneVision needs ``image_sizes``."""
+    loaded = three_layer_vlm("gemma3")
+    inputs = encode_observations(loaded, observe_all(env, [0]))
+    batch = append_completions(inputs, [[5, 6]], loaded.tokenizer.pad_token_id, loaded.model.config)
+    assert batch.inputs["token_type_ids"][0, -2:].tolist() == [0, 0]  # completion tokens are text
+    scored, expected = scored_and_generated(loaded, env, drop="token_type_ids")
+    assert float((scored - expected).abs().max()) > 1e-4
+    with pytest.raises(TypeError):  # transformers iterates over image_sizes=None
+        scored_and_generated(three_layer_vlm("llava-onevision"), env, drop="image_sizes")
+
+
+def test_an_unknown_per_token_input_is_an_error_naming_it(tiny_family_vlm, env):
+    loaded = tiny_family_vlm("qwen2-vl")
+    inputs = dict(encode_observations(loaded, observe_all(env, [0])))
+    inputs["extra_mask"] = torch.ones_like(inputs["input_ids"])
+    with pytest.raises(ValueError, match="'extra_mask'.*TOKEN_TYPE_INPUTS"):
+        append_completions(inputs, [[5]], loaded.tokenizer.pad_token_id, loaded.model.config)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_the_supervised_target_ends_with_the_end_of_turn_token(tiny_family_vlm, env, name):
+    loaded = tiny_family_vlm(name)
+    batch = supervised_batch(loaded, env, [0, 1])
+    end = loaded.tokenizer.convert_tokens_to_ids(END_OF_TURN[name])
+    last = [int(row[mask].tolist()[-1]) for row, mask in zip(batch.input_ids, batch.completion_mask, strict=True)]
+    assert last == [end, end]
+
+
+def test_gemma3_ends_its_target_with_end_of_turn_not_eos(tiny_family_dir, env, tmp_path):
+    """A real Gemma 3 checkpoint lists ``<eos>`` first among its generation EOS ids."""
+    folder = shutil.copytree(tiny_family_dir("gemma3"), tmp_path / "gemma3")
+    loaded = load_vlm(ModelSource(str(folder)), torch.device("cpu"))
+    eos, end = loaded.tokenizer.convert_tokens_to_ids(["<eos>", "<end_of_turn>"])
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "eos_token_id": [eos, end]}))
+    loaded = load_vlm(ModelSource(str(folder)), torch.device("cpu"))
+    assert eos_token_ids(loaded) == [eos, end]
+    batch = supervised_batch(loaded, env, [0])
+    assert batch.input_ids[0][batch.completion_mask[0]].tolist()[-1] == end
+
+
+def test_an_unknown_family_gets_guessed_parts_and_a_warning(caplog):
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vision_tower, self.mm_projector = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    with caplog.at_level(logging.WARNING, logger="aerorl_ops.models.family_parts"):
+        parts = family_parts(Toy())
+    assert (parts.encoder, parts.projector, parts.end_of_turn) == (("vision_tower",), ("mm_projector",), None)
+    assert "'Toy' is not in aerorl_ops.models.family_parts.FAMILY_PARTS" in caplog.text
+    assert "('vision_tower',)" in caplog.text and "('mm_projector',)" in caplog.text
+
+
+ENCODER = {"qwen2-vl": "model.visual.", "qwen2.5-vl": "model.visual.", "qwen3-vl": "model.visual.",
+           "smolvlm": "model.vision_model.", "smolvlm2": "model.vision_model.", "gemma3": "model.vision_tower.",
+           "llava-onevision": "model.vision_tower.", "internvl": "model.vision_tower.", "glm4.1v": "model.visual."}
+PROJECTOR = {"qwen2-vl": ("model.visual.merger.",), "qwen2.5-vl": ("model.visual.merger.",),
+             "qwen3-vl": ("model.visual.merger.", "model.visual.deepstack_merger_list."),
+             "smolvlm": ("model.connector.",), "smolvlm2": ("model.connector.",),
+             "gemma3": ("model.multi_modal_projector.",),
+             "llava-onevision": ("model.multi_modal_projector.", "model.image_newline"),
+             "internvl": ("model.multi_modal_projector.",), "glm4.1v": ("model.visual.merger.",)}
+"""Each family's encoder and projector parameters, by hand from transformers' module trees."""
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_family_s_encoder_and_projector(tiny_family_vlm, name):
+    model = tiny_family_vlm(name).model
+    names = [n for n, _ in model.named_parameters()]
+    projector = {n for n in names if n.startswith(PROJECTOR[name])}
+    assert projector and set(part_parameters(model, "projector")) == projector
+    assert set(part_parameters(model, "encoder")) == {n for n in names if n.startswith(ENCODER[name])} - projector
+    excluded = lora_config(model, TrainingSettings(lora_rank=2)).exclude_modules  # a regex on module names
+    assert re.fullmatch(excluded, "lm_head") and re.fullmatch(excluded, ENCODER[name].rstrip(".") + ".x")
+    modules = [prefix.rstrip(".") for prefix in PROJECTOR[name] if prefix.endswith(".")]  # not image_newline
+    assert all(re.fullmatch(excluded, module) for module in modules)
+    assert not re.fullmatch(excluded, "model.language_model.layers.0.self_attn.q_proj")
+
+
+def snapshot(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("freeze_projector", [False, True])
+def test_a_frozen_encoder_stays_while_the_projector_trains_unless_frozen(tiny_family_dir, env, name,
+                                                                         freeze_projector):
+    settings = TrainingSettings(**STEPS, freeze_vision_tower=True, freeze_projector=freeze_projector)
+    policy, _ = policy_and_reference(str(tiny_family_dir(name)), settings, device="cpu")
+    model = policy.loaded.model
+    encoder, projector = part_parameters(model, "encoder"), part_parameters(model, "projector")
+    assert encoder and projector
+    before = snapshot(model)
+    trainer = RLTrainer(settings, policy)
+    for step in range(2):
+        trainer.supervised_step(env, [2 * step, 2 * step + 1])
+    for step in range(2):
+        trainer.rl_step(env, [4 + step])
+    after = dict(model.named_parameters())
+    assert all(torch.equal(after[n], before[n]) and not after[n].requires_grad for n in encoder)
+    held = {id(p) for p in trainer.optimizer.state}
+    assert not held & {id(p) for p in encoder.values()}
+    if freeze_projector:
+        assert all(torch.equal(after[n], before[n]) for n in projector) and not held & set(map(id, projector.values()))
+    else:
+        assert any(not torch.equal(after[n], before[n]) for n in projector), "the projector did not train"
+    language = [n for n in after if part_of(n, family_parts(model)) is None]
+    assert any(not torch.equal(after[n], before[n]) for n in language)
+
+
+RUN = dict(STEPS, warmup_steps=2, warmup_batch_size=2, steps=2, prompts_per_step=1, eval_interval=10,
+           eval_size=2, sampled_eval_size=1, control=False, swap_check_type="", checkpoint_interval=100)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("recipe", ["plain", "frozen_lora"])
+def test_a_two_plus_two_step_run(tiny_family_dir, env, tmp_path, name, recipe):
+    base = tiny_family_dir(name)
+    extra = dict(freeze_vision_tower=True, lora_rank=4, reference="lora_base") if recipe == "frozen_lora" else {}
+    settings = TrainingSettings(**RUN, **extra)
+    result = run_training(str(base), tmp_path / "run", settings, env, env, range(2), device="cpu", resume=False)
+    assert [s.step for s in result.steps] == [1, 2, 3, 4]
+    assert all(torch.isfinite(torch.tensor(s.loss)) for s in result.steps)
+    final = load_vlm(ModelSource(str(result.final_checkpoint)), torch.device("cpu")).model
+    start = load_vlm(ModelSource(str(base)), torch.device("cpu")).model.state_dict()
+    trained = final.state_dict()
+    parts = family_parts(final)
+    vision = [k for k in start if part_of(k, parts)]
+    language = [k for k in start if not part_of(k, parts)]
+    assert vision and language
+    assert any(not torch.equal(trained[k], start[k]) for k in language)
+    if recipe == "frozen_lora":  # the encoder and the projector are not adapted and do not train
+        assert (result.final_checkpoint / ADAPTER_DIR).is_dir()
+        assert all(torch.equal(trained[k], start[k]) for k in vision)
+        peft = policy_and_reference(str(base), settings, device="cpu")[0].loaded.model
+        assert not any(part_of(n, parts) for n, _ in lora_layers(peft))
