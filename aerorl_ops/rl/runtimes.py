@@ -38,13 +38,34 @@ class ReferenceQuantization:
     precision: str
     backend: str
 
-    def transformers_config(self) -> BitsAndBytesConfig | None:
+    def transformers_config(self, location: str | None = None) -> BitsAndBytesConfig | None:
+        """The bitsandbytes config; for nf4, the linear layers of ``location``'s model too narrow for
+        4-bit blocks (``nf4_unfit_linears``) stay unquantized."""
         if self.precision == "int8":
             return BitsAndBytesConfig(load_in_8bit=True)
         if self.precision == "nf4":
             return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                      bnb_4bit_compute_dtype=torch.float32)
+                                      bnb_4bit_compute_dtype=torch.float32,
+                                      llm_int8_skip_modules=nf4_unfit_linears(location) if location else None)
         return None
+
+
+NF4_BLOCK = 64
+"""bitsandbytes' 4-bit block size: on the CPU an nf4 linear layer needs whole blocks of inputs."""
+
+
+def nf4_unfit_linears(location: str) -> list[str]:
+    """What an nf4 reference of ``location``'s model keeps in full precision: its LM head (as
+    transformers' own default does; the fused log-prob path reads the head's weight) and the linear
+    layers whose input width is not a whole number of 4-bit blocks (tiny test models' vision towers;
+    none in a real checkpoint), found on the meta device (no weights read)."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(location, local_files_only=True))
+    head = model.get_output_embeddings()
+    return [name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)
+            and (module is head or module.in_features % NF4_BLOCK)]
 
 
 REFERENCE_QUANTIZATIONS = {
@@ -114,7 +135,8 @@ class ReferenceRuntime:
     @property
     def loaded(self) -> LoadedVLM:
         if self._loaded is None:
-            loaded = load_vlm(self.source, self.device, quantization_config=self.quantization.transformers_config())
+            config = self.quantization.transformers_config(self.source.location if self.source.is_local else None)
+            loaded = load_vlm(self.source, self.device, quantization_config=config)
             loaded.model.eval()
             loaded.model.requires_grad_(False)
             self._loaded = loaded

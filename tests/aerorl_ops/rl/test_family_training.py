@@ -246,3 +246,28 @@ def test_a_two_plus_two_step_run(tiny_family_dir, env, tmp_path, name, recipe):
         assert all(torch.equal(trained[k], start[k]) for k in vision)
         peft = policy_and_reference(str(base), settings, device="cpu")[0].loaded.model
         assert not any(part_of(n, parts) for n, _ in lora_layers(peft))
+
+
+QUANTIZED_ALGORITHMS = [("grpo", 8), ("dr_grpo", 4), ("rloo", 8), ("reinforce_pp", 4), ("ppo", 8)]
+"""Every algorithm, each against an int8 or an nf4 reference (both quantizations meet every family)."""
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize(("algorithm", "quant_bits"), QUANTIZED_ALGORITHMS)
+def test_an_rl_step_of_every_algorithm_against_a_quantized_reference(tiny_family_dir, env, name, algorithm,
+                                                                      quant_bits):
+    """One RL step with the KL to a bitsandbytes-quantized copy of the family's checkpoint: the reference
+    loads quantized and scores the replies (a finite KL, not 0: the copy is quantized), and the policy moves."""
+    base = str(tiny_family_dir(name))
+    settings = TrainingSettings(**dict(STEPS, kl_coef=0.05), algorithm=algorithm, quant_bits=quant_bits)
+    policy, reference = policy_and_reference(base, settings, device="cpu")
+    reference.anchor(base, rl_start=True)
+    trainer = RLTrainer(settings, policy)
+    trainer.reference = reference
+    before = snapshot(policy.loaded.model)
+    stats = trainer.rl_step(env, [0, 1])
+    assert reference.is_loaded and reference.quantization_mode == {8: "bitsandbytes-int8", 4: "bitsandbytes-nf4"}[
+        quant_bits]
+    assert stats.kl is not None and torch.isfinite(torch.tensor(stats.kl)) and stats.kl != 0
+    after = dict(policy.loaded.model.named_parameters())
+    assert any(not torch.equal(after[n], before[n]) for n in before if after[n].requires_grad)
