@@ -55,6 +55,10 @@ class TinyFamily:
     config: dict
     processor: dict = field(default_factory=dict)
     video_processor_type: str | None = None
+    added_tokens: tuple[str, ...] = ()
+    """Non-special tokens of the family's vocabulary that tools look up by their text (Gemma's newline runs)."""
+    checkpoint_renames: tuple[tuple[str, str], ...] = ()
+    """(prefix transformers saves, the hub checkpoints' prefix) for weights saved under other names."""
 
 
 def _text(**overrides) -> dict:
@@ -79,6 +83,7 @@ _IDEFICS_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<end_of_utterance>",
 _IDEFICS_IMAGES = dict(do_image_splitting=False, size={"longest_edge": 64}, max_image_size={"longest_edge": 64})
 _IDEFICS = dict(image_token_id=Token("<image>"), scale_factor=2,
                 vision_config=_siglip(64, 16), text_config=_text(pad_token_id=Token("<|end_of_text|>")))
+_SIGLIP_TOWER = (("vision_tower.", "vision_tower.vision_model."),)  # hub SigLIP towers keep ``vision_model``
 _CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 FAMILIES: dict[str, TinyFamily] = {
@@ -126,7 +131,8 @@ FAMILIES: dict[str, TinyFamily] = {
              vision_config=_siglip(64, 16, vision_use_head=False), mm_tokens_per_image=4,
              boi_token_index=Token("<start_of_image>"), eoi_token_index=Token("<end_of_image>"),
              image_token_index=Token("<image_soft_token>")),
-        dict(image_seq_length=4)),
+        dict(image_seq_length=4), added_tokens=("\n", "\n\n", "\n\n\n", "\n\n\n\n"),
+        checkpoint_renames=_SIGLIP_TOWER),
     "llava-onevision": TinyFamily(
         "llava_onevision", templates.LLAVA_ONEVISION_CHAT_TEMPLATE,
         {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "image_token": "<image>", "video_token": "<video>"},
@@ -139,7 +145,7 @@ FAMILIES: dict[str, TinyFamily] = {
              image_grid_pinpoints=[[32, 32], [32, 64], [64, 32], [64, 64]], vision_feature_layer=-1,
              vision_feature_select_strategy="full"),
         dict(num_image_tokens=4, vision_feature_select_strategy="full"),
-        video_processor_type="LlavaOnevisionVideoProcessor"),
+        video_processor_type="LlavaOnevisionVideoProcessor", checkpoint_renames=_SIGLIP_TOWER),
     "internvl": TinyFamily(
         "internvl", templates.INTERNVL_CHAT_TEMPLATE,
         {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "start_image_token": "<img>",
@@ -184,8 +190,10 @@ def train_family_tokenizer(spec: TinyFamily) -> PreTrainedTokenizerFast:
     bpe.train_from_iterator(tokenizer_training_corpus(), trainer)
     standard = {key: value for key, value in spec.tokens.items() if key in ("bos_token", "eos_token", "pad_token")}
     extra = {key: value for key, value in spec.tokens.items() if key not in standard}
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, model_max_length=4096, padding_side="left",
-                                   extra_special_tokens=extra, **standard)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, model_max_length=4096, padding_side="left",
+                                        extra_special_tokens=extra, **standard)
+    tokenizer.add_tokens(list(spec.added_tokens))
+    return tokenizer
 
 
 def resolve_tokens(value, tokenizer):
@@ -220,7 +228,12 @@ def random_init_model(config, seed: int = 0) -> PreTrainedModel:
     """``AutoModelForImageTextToText`` of ``config``, weights drawn from ``seed`` (the caller's RNG left as it was)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return AutoModelForImageTextToText.from_config(config)
+        model = AutoModelForImageTextToText.from_config(config)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                if parameter.ndim >= 2 and not parameter.any():  # zero at init (Gemma 3's image projection):
+                    parameter.normal_(0.0, 0.02)  # images would reach the language model as zeros
+        return model
 
 
 def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
@@ -251,5 +264,23 @@ def build_tiny_family(name: str, output_dir: Path, seed: int = 0) -> Path:
     model.generation_config.eos_token_id = eos
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(output_dir)
+    rename_saved_weights(output_dir / "model.safetensors", spec.checkpoint_renames)
     save_processor(processor, output_dir)
     return output_dir
+
+
+def rename_saved_weights(path: Path, renames: tuple[tuple[str, str], ...]) -> None:
+    """Rename the weights in the safetensors file at ``path`` whose names start with a ``renames`` prefix
+    (and not already with its replacement), so the file has the family's hub checkpoint names."""
+    if not renames:
+        return
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(path)
+    renamed = {}
+    for name, tensor in weights.items():
+        for old, new in renames:
+            if name.startswith(old) and not name.startswith(new):
+                name = new + name.removeprefix(old)
+        renamed[name] = tensor
+    save_file(renamed, path, metadata={"format": "pt"})

@@ -136,3 +136,19 @@ def test_videos_to_an_image_only_processor_are_an_error_saying_why(tiny_family_v
     with pytest.raises(ValueError, match="built without its video processor"):
         processor(text=["<|vision_start|><|video_pad|><|vision_end|>"], videos=[[Image.new("RGB", (56, 56))] * 2],
                   return_tensors="pt")
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_familys_image_reaches_its_language_model(name, tiny_family_vlm):
+    """The same question about two different images gives different next-token logits: the vision path
+    is alive (Gemma 3's image projection is zero at init, which random_init_model redraws)."""
+    loaded = tiny_family_vlm(name)
+    text = loaded.processor.apply_chat_template(chat_messages("What colour is this?"), tokenize=False,
+                                                add_generation_prompt=True)
+    logits = []
+    for colour in ((255, 0, 0), (0, 0, 255)):
+        image = Image.new("RGB", (64, 64), colour)
+        batch = loaded.processor(text=[text], images=[[image]], return_tensors="pt", padding=True)
+        with torch.inference_mode():
+            logits.append(loaded.model(**batch).logits[0, -1])  # [V]
+    assert not torch.allclose(logits[0], logits[1], atol=1e-6)
