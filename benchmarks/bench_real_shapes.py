@@ -14,10 +14,9 @@ re-invokes itself with ``--part``) so one part's peak RSS cannot hide another's:
   ``--batch``, greedy, ``--max-new-tokens`` new tokens, the model loaded in bf16;
 * ``rl``: one RL step (``rl.trainer.RLTrainer.rl_step``: rollout, reference and policy log-probs,
   update) of 2 prompts x 2 samples from the easy_vqa environment, LoRA rank 8 on a bf16 policy, the
-  reference int8 (bitsandbytes, through ``rl.runtimes.policy_and_reference``). The library loads a
-  policy in fp32, so the policy here is loaded by ``load_vlm(dtype=bfloat16)`` and prepared by
-  ``rl.runtimes.trainable`` (the same LoRA preparation); the reference is the library's own.
-  Both models are loaded before the step is timed.
+  reference int8 (bitsandbytes), both from ``rl.runtimes.policy_and_reference(dtype=bfloat16)`` as a
+  ``[models.<key>] dtype = "bfloat16"`` base model trains. Both models are loaded before the step is
+  timed.
 
 Printed per part: wall seconds, tokens/s, peak RSS (``getrusage``), and the work's estimated
 floor: FLOPs over this machine's bf16 matmul throughput, measured at the start of the same run
@@ -307,17 +306,14 @@ def generate(folder: Path, rows_count: int, batch: int, max_new_tokens: int) -> 
 def rl_step(folder: Path, max_new_tokens: int) -> PartResult:
     from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
     from aerorl_ops.envs.registry import make_env
-    from aerorl_ops.models.loading import load_vlm
-    from aerorl_ops.rl.runtimes import policy_and_reference, trainable
+    from aerorl_ops.rl.runtimes import policy_and_reference
     from aerorl_ops.rl.trainer import RLTrainer
 
     settings = TrainingSettings(lora_rank=8, quant_bits=8, group_size=2, prompts_per_step=2,
                                 max_new_tokens=max_new_tokens)
     env = make_env(TRAINING_DEFAULTS.env, split=TRAINING_DEFAULTS.train_split, limit=16, seed=settings.seed)
-    policy, reference = policy_and_reference(str(folder), settings, device="cpu")
-    loaded = load_vlm(policy.source, policy.device, dtype=torch.bfloat16)  # the library would load fp32
-    loaded.model = trainable(loaded.model, None, settings)
-    policy = dataclasses.replace(policy, _loaded=loaded)
+    policy, reference = policy_and_reference(str(folder), settings, device="cpu", dtype=torch.bfloat16)
+    loaded = policy.loaded
     trainer = RLTrainer(settings, policy)
     reference.anchor(str(folder), rl_start=True)
     trainer.reference = reference

@@ -48,6 +48,7 @@ from aerorl_ops.rl.reporters import (
     TensorBoardReporter,
 )
 from aerorl_ops.rl.run_inputs import (
+    base_model_dtype,
     base_model_location,
     rollout_engine_of,
     training_environments,
@@ -195,7 +196,7 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
         return TrainingRun(base, report.checkpoints_dir / run_id, settings, train_env, held_out,
                            list(range(len(held_out))), device=place.device, resume=options.resume,
                            validation_env=validation, dp=dp, rollout_engine=rollout_engine, evaluation=bench.eval,
-                           reporter=to).run()
+                           reporter=to, dtype=base_model_dtype(settings.base_model, bench)).run()
 
     if not dp.is_main:
         train()

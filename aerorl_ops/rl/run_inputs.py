@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from aerorl_ops.config.benchmark import BenchmarkConfig, model_entry
 from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
 from aerorl_ops.config.datasets import DatasetSettings
@@ -20,7 +22,7 @@ from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.configured import named_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.models.entry import GenerationBackend
-from aerorl_ops.models.sources import check_local_model, model_source
+from aerorl_ops.models.sources import TORCH_DTYPES, check_local_model, model_source
 from aerorl_ops.rl.distributed import check_data_parallel
 
 TRAIN_SEED_OFFSET = 1000
@@ -97,6 +99,12 @@ def base_model_location(base_model: str, bench: BenchmarkConfig, models_dir: Pat
     """Where ``base_model`` (a model key of ``bench``, else a checkpoint directory) loads from."""
     entry = model_entry(base_model, bench, "rl_run config base_model")
     return model_source(entry, Path(models_dir), local_files_only).location
+
+
+def base_model_dtype(base_model: str, bench: BenchmarkConfig) -> torch.dtype:
+    """The dtype the policy and the reference load in: the base model's ``[models.<key>]`` ``dtype``
+    (float32 for a checkpoint folder), as the benchmark loads it."""
+    return TORCH_DTYPES[model_entry(base_model, bench, "rl_run config base_model").dtype]
 
 
 def rollout_engine_of(base_model: str, bench: BenchmarkConfig) -> GenerationBackend | None:

@@ -91,6 +91,7 @@ class PolicyRuntime:
     settings: TrainingSettings
     source: ModelSource
     device: torch.device
+    dtype: torch.dtype = torch.float32  # the base model's [models.<key>] dtype (LoRA adapters stay float32)
     runtime: str = "trainable"
     _loaded: LoadedVLM | None = field(default=None, repr=False)
 
@@ -102,7 +103,7 @@ class PolicyRuntime:
     @property
     def loaded(self) -> LoadedVLM:
         if self._loaded is None:
-            loaded = load_vlm(self.source, self.device)
+            loaded = load_vlm(self.source, self.device, dtype=self.dtype)
             folder = self.source.location if self.source.is_local else None
             loaded.model = trainable(loaded.model, folder, self.settings)
             self._loaded = loaded
@@ -120,6 +121,7 @@ class ReferenceRuntime:
     quantization: ReferenceQuantization
     source: ModelSource
     device: torch.device
+    dtype: torch.dtype = torch.float32  # of the parts a quantization leaves as they are
     runtime: str = "reference"
     _loaded: LoadedVLM | None = field(default=None, repr=False)
 
@@ -136,7 +138,7 @@ class ReferenceRuntime:
     def loaded(self) -> LoadedVLM:
         if self._loaded is None:
             config = self.quantization.transformers_config(self.source.location if self.source.is_local else None)
-            loaded = load_vlm(self.source, self.device, quantization_config=config)
+            loaded = load_vlm(self.source, self.device, dtype=self.dtype, quantization_config=config)
             loaded.model.eval()
             loaded.model.requires_grad_(False)
             self._loaded = loaded
@@ -225,13 +227,15 @@ def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSett
 
 def policy_and_reference(model_name_or_path: str, settings: TrainingSettings, device: str = "auto",
                          local_files_only: bool = True, trust_remote_code: bool = False,
+                         dtype: torch.dtype = torch.float32,
                          ) -> tuple[PolicyRuntime, ReferenceRuntime | LoraBaseReference]:
-    """A trainable policy and a frozen reference of the same checkpoint: quantized at ``quant_bits``, or
-    the LoRA policy's base (``settings.reference``). Nothing loads until a runtime's ``.loaded`` is used."""
+    """A trainable policy and a frozen reference of the same checkpoint, both in ``dtype`` (the base
+    model's ``[models.<key>]`` dtype): the reference quantized at ``quant_bits``, or the LoRA policy's base
+    (``settings.reference``). Nothing loads until a runtime's ``.loaded`` is used."""
     source = ModelSource(model_name_or_path, trust_remote_code=trust_remote_code, local_files_only=local_files_only)
     torch_device = resolve_device(device)
-    policy = PolicyRuntime(model_name_or_path, settings, source, torch_device)
+    policy = PolicyRuntime(model_name_or_path, settings, source, torch_device, dtype)
     if settings.reference == "lora_base":
         return policy, LoraBaseReference(model_name_or_path, policy)
     return policy, ReferenceRuntime(model_name_or_path, REFERENCE_QUANTIZATIONS[settings.quant_bits], source,
-                                    torch_device)
+                                    torch_device, dtype)

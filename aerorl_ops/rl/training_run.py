@@ -44,6 +44,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+import torch
+
 from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.fields import setting_fields
 from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, TrainingSettings
@@ -111,14 +113,14 @@ class TrainingRun:
                  eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
                  validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
-                 reporter: RunReporter = NULL_REPORTER) -> None:
+                 reporter: RunReporter = NULL_REPORTER, dtype: torch.dtype = torch.float32) -> None:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
         self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), settings
         self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
-        self.rollout_engine, self.evaluation = rollout_engine, evaluation
+        self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
         self.reporter = reporter if dp.is_main else NULL_REPORTER
         self.sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
         self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
@@ -133,7 +135,8 @@ class TrainingRun:
         start = newest_complete_checkpoint(self.run_dir) if self.resume else ResumePoint()
         self.reporter.on_resume(start)
         self.policy, self.reference = policy_and_reference(str(start.checkpoint) if start.checkpoint
-                                                           else self.base_model, self.settings, device=self.device)
+                                                           else self.base_model, self.settings, device=self.device,
+                                                           dtype=self.dtype)
         self.trainer = RLTrainer(self.settings, self.policy, dp=self.dp, rollout_engine=self.rollout_engine)
         if start.state is not None:
             self.trainer.restore(start.state)
@@ -218,7 +221,7 @@ class TrainingRun:
         """Supervised training from the RL start checkpoint for the RL phase's training seconds (at
         least one step), evaluated as phase ``control``."""
         settings, start = self.settings, self.result.reference_source
-        policy, _ = policy_and_reference(start, settings, device=self.device)
+        policy, _ = policy_and_reference(start, settings, device=self.device, dtype=self.dtype)
         trainer = RLTrainer(settings, policy)
         if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
             trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)

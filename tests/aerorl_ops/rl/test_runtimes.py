@@ -47,3 +47,24 @@ def test_nothing_under_rl_imports_the_aerorl_facade_or_its_config():
                 offenders.append(f"{path.name}: {node.id}")
     assert offenders == []
     assert not (RL_PACKAGE / "config.py").exists() and not (RL_PACKAGE / "from_settings.py").exists()
+
+
+def test_the_policy_and_reference_load_in_the_base_models_dtype(tiny_model_dir):
+    """A ``[models.<key>] dtype = "bfloat16"`` base model trains in bf16 (a 3B policy then fits beside its
+    int8 reference on a 24 GiB machine; benchmarks/bench_real_shapes.py); a checkpoint folder is float32."""
+    import torch
+
+    from aerorl_ops.config.benchmark import parse_benchmark_config
+    from aerorl_ops.rl.run_inputs import base_model_dtype
+
+    bench = parse_benchmark_config({"benchmark": {"batch_sizes": [1]},
+                                    "models": {"half": {"source": str(tiny_model_dir), "dtype": "bfloat16"}}})
+    assert base_model_dtype("half", bench) == torch.bfloat16
+    assert base_model_dtype(str(tiny_model_dir), bench) == torch.float32
+    settings = TrainingSettings(lora_rank=4, quant_bits=8)
+    policy, reference = policy_and_reference(str(tiny_model_dir), settings, device="cpu", dtype=torch.bfloat16)
+    model = policy.loaded.model
+    frozen = {p.dtype for p in model.parameters() if not p.requires_grad}
+    assert frozen == {torch.bfloat16}
+    unquantized = {p.dtype for n, p in reference.loaded.model.named_parameters() if p.dtype.is_floating_point}
+    assert torch.bfloat16 in unquantized and torch.float32 not in unquantized
