@@ -54,22 +54,33 @@ def policy_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
     A DDP/FSDP wrapper (``.module``) is looked through. A peft model yields its base weights with
     the adapters merged in, renamed to the base model's names: each adapted layer's merged weight is
     a copy (``merge_adapter`` changes the layer in place, and it is unmerged again once the
-    iteration ends); every other tensor is the model's own, detached.
+    iteration ends); every other tensor is the model's own, detached. transformers 5 renames some
+    weights when it loads a checkpoint (Gemma 3's SigLIP tower drops ``vision_model.``); the names
+    are turned back as ``save_pretrained`` turns them, so the engine reads the checkpoint's names.
     """
     model = getattr(model, "module", model)
     if not hasattr(model, "merge_adapter"):
-        yield from ((name, tensor.detach()) for name, tensor in model.state_dict().items())
+        yield from checkpoint_names(model, {name: tensor.detach() for name, tensor in model.state_dict().items()})
         return
     model.merge_adapter()
     try:
+        base = {}
         for name, tensor in model.state_dict().items():
             if "lora_" in name or "modules_to_save" in name:
                 continue
             adapted = ".base_layer." in name
-            yield (name.removeprefix("base_model.model.").replace(".base_layer.", "."),
-                   tensor.detach().clone() if adapted else tensor.detach())
+            base[name.removeprefix("base_model.model.").replace(".base_layer.", ".")] = (
+                tensor.detach().clone() if adapted else tensor.detach())
+        yield from checkpoint_names(model.get_base_model(), base)
     finally:
         model.unmerge_adapter()
+
+
+def checkpoint_names(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+    """``tensors`` (``model``'s, by in-memory name) under the names ``model.save_pretrained`` writes."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    yield from revert_weight_conversion(model, tensors).items()
 
 
 class VLLMSampler:

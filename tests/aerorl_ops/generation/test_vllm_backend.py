@@ -205,7 +205,7 @@ def test_rollout_weights_at_step_k_are_the_policy_after_update_k_minus_1(tiny_mo
 
     from aerorl_ops.eval_runner.replies import generate_new_tokens
     from aerorl_ops.generation.batched import decode_image, encode_prompts, prompt_texts, trim_after_eos
-    from aerorl_ops.generation.vllm_sampler import VLLMSampler, policy_weights
+    from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.loading import load_vlm
 
     torch.manual_seed(0)
@@ -231,7 +231,7 @@ def test_rollout_weights_at_step_k_are_the_policy_after_update_k_minus_1(tiny_mo
 
     def visible_weights_match(engine_weights: dict[str, torch.Tensor]) -> bool:
         """The engine's unpacked tensors (embeddings, LM head, norms, biases) against the policy's."""
-        hf = dict(policy_weights(policy.model))
+        hf = policy.model.state_dict()  # in-memory names; the engine read the checkpoint's
         pairs = [("language_model.model.embed_tokens.weight", hf["model.language_model.embed_tokens.weight"]),
                  ("language_model.lm_head.weight", hf["lm_head.weight"]),
                  ("language_model.model.norm.weight", hf["model.language_model.norm.weight"]),
