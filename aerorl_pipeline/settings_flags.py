@@ -35,11 +35,12 @@ def add_setting_flags(parser: argparse.ArgumentParser, settings: object, *,
     added = []
     for field in setting_fields(type(settings)):
         kind = types[field.name]
-        if field.name in exclude or (kind is not bool and kind not in FLAG_TYPES):
+        boolean = kind is bool or kind == bool | None  # --name / --no-name (neither: the default, maybe unset)
+        if field.name in exclude or (not boolean and kind not in FLAG_TYPES):
             continue
         default = getattr(settings, field.name)
         text = f"{field.metadata['help']} (default: %(default)s)"
-        if kind is bool:
+        if boolean:
             parser.add_argument(flag_name(field.name), action=argparse.BooleanOptionalAction, default=default,
                                 help=text)
         else:

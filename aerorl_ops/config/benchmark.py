@@ -35,6 +35,7 @@ from aerorl_ops.config.fields import (
     setting_fields,
 )
 from aerorl_ops.config.generation import GenerationSettings
+from aerorl_ops.config.judge import check_judges
 from aerorl_ops.config.model_backend import BACKEND_KEYS, parse_backend
 from aerorl_ops.config.rewards import RewardSettings, parse_rewards
 from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
@@ -174,12 +175,14 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         raise fail(path, "benchmark.batch_sizes", "must be a non-empty list of positive integers")
     datasets = parse_datasets(path, data.get("datasets"), root, SAFE_KEY)
     benchmark_datasets = benchmark_dataset_names(path, bench.pop("datasets", []), datasets)
+    rewards = parse_rewards(path, data.get("rewards", {}))
+    check_judges(path, rewards.judge, {dataset.name: dataset.judge for dataset in datasets}, models_table)
     return parse_section(
         BenchmarkConfig, path, "benchmark", bench,
         datasets=datasets, benchmark_datasets=benchmark_datasets,
         models=tuple(parse_model(path, key, table, root) for key, table in models_table.items()),
         generation=parse_section(GenerationSettings, path, "generation", data.get("generation", {})),
-        rewards=parse_rewards(path, data.get("rewards", {})),
+        rewards=rewards,
         training=parse_section(TrainingSettings, path, "training", data.get("training", {})).check_rules(path),
         eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
         executor=_parsed(ExecutorSettings, path, "executor", data.get("executor", {})),

@@ -22,7 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from aerorl_ops.config.fields import fail, integer, positive_int, setting, setting_fields, text
+from aerorl_ops.config.fields import (
+    fail,
+    integer,
+    number,
+    positive_int,
+    setting,
+    setting_fields,
+    text,
+    text_or_empty,
+    unset_or,
+)
 
 
 def text_list(where: str, setting_name: str, value: object) -> tuple[str, ...]:
@@ -46,13 +56,18 @@ class DatasetSettings:
     image_roots: tuple[str, ...] = setting((), help="folders besides the dataset file's own that its image paths "
                                            "may lead into (each resolved against the config file's folder)",
                                            check=text_list)
+    judge: str = setting("", help="training grades this dataset's replies with this [models] key as a judge "
+                         "too ([rewards.judge] settings); empty = no judge", check=text_or_empty("no judge"))
+    judge_weight: float | None = setting(None, help="weight of this dataset's judge grade; unset = "
+                                         "[rewards.judge] weight", check=unset_or(number))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
 
     def __hash__(self) -> int:
         return hash((self.name, self.kind, self.split, self.limit, self.path, self.seed,
-                     tuple(sorted(self.settings.items(), key=lambda item: item[0])), self.image_roots))
+                     tuple(sorted(self.settings.items(), key=lambda item: item[0])), self.image_roots,
+                     self.judge, self.judge_weight))
 
     @property
     def asset_name(self) -> str:

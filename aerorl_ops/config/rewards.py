@@ -19,6 +19,7 @@ from aerorl_ops.config.fields import (
     regex_or_none,
     setting,
 )
+from aerorl_ops.config.judge import JudgeSettings, parse_judge
 
 VERIFIER = "verifier"
 GROUNDING = "grounding"
@@ -43,6 +44,7 @@ class RewardSettings:
     """How the benchmark and the training run score an answer.
 
     A component missing from ``weights`` keeps AeroRL's weight for it (see ``aerorl_compat``).
+    ``judge`` is the ``[rewards.judge]`` table (``config.judge``): None, the default, means no judge.
     """
 
     weights: dict[str, float] = setting(
@@ -54,8 +56,14 @@ class RewardSettings:
     target_tokens: int = setting(24, help="word budget of the cost reward", check=positive_int)
     latency_budget_ms: float = setting(2000.0, help="latency budget of the cost reward (ms)", check=number)
     pass_threshold: float = setting(0.3, help="total reward counted as a pass", check=number)
+    judge: JudgeSettings | None = None
 
 
 def parse_rewards(where: str, table: object) -> RewardSettings:
-    """The ``[rewards]`` table (or run config shaped like it), every value checked."""
-    return parse_section(RewardSettings, where, "rewards", table)
+    """The ``[rewards]`` table (or run config shaped like it), every value checked; its ``judge``
+    sub-table, when present, as ``JudgeSettings`` (whose model key the whole file checks)."""
+    if not isinstance(table, Mapping) or "judge" not in table:
+        return parse_section(RewardSettings, where, "rewards", table)
+    rest = {name: value for name, value in table.items() if name != "judge"}
+    return parse_section(RewardSettings, where, "rewards", rest,
+                         judge=parse_judge(where, "rewards.judge", table["judge"]))

@@ -34,9 +34,11 @@ from aerorl_ops.config.fields import (
 )
 from aerorl_ops.models.entry import BACKENDS, VLLM_BACKEND
 
-ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo")
-GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo")
+ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "dapo", "gspo")
+GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo", "dapo", "gspo")
 """The algorithms whose advantages are relative within a prompt's group of samples."""
+POLICY_LOSSES = ("ppo", "gspo", "gmpo", "sapo", "cispo")
+"""Policy losses of ``rl.functional``: PPO's clipped surrogate, and GSPO's, GMPO's, SAPO's, CISPO's."""
 KL_KINDS = ("k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl", "k1+", "k3+")
 """Estimators of ``rl.functional.kl_penalty`` (kl = k1, mse = k2, low_var_kl = k3; + = k2's gradient)."""
 KL_PLACEMENTS = ("loss", "reward")
@@ -77,6 +79,13 @@ def group_size_problem(algorithm: str, group_size: int) -> str | None:
             f">= 1 otherwise, got {group_size!r}")
 
 
+def overlong_problem(overlong_buffer: int | None, max_new_tokens: int) -> str | None:
+    """The overlong buffer is the tail of the longest reply: it cannot be longer than the reply."""
+    if overlong_buffer is None or overlong_buffer <= max_new_tokens:
+        return None
+    return f"overlong_buffer ({overlong_buffer}) must be at most max_new_tokens ({max_new_tokens})"
+
+
 def reference_problem(reference: str, lora_rank: int) -> str | None:
     """A ``lora_base`` reference is the LoRA policy with its adapters disabled: it needs LoRA."""
     if reference != "lora_base" or lora_rank > 0:
@@ -111,8 +120,9 @@ class TrainingSettings:
     eval_split: str = setting("test", help="environment split of the held-out sample", check=text)
     eval_size: int = setting(500, help="held-out questions: a fixed sample (seed 0) of the eval split",
                              check=positive_int)
-    algorithm: str = setting("grpo", help="grpo, dr_grpo, rloo, reinforce_pp or ppo (with a value head); settings "
-                             "left unset take the algorithm's defaults (aerorl_ops.rl.algorithms)",
+    algorithm: str = setting("grpo", help="grpo, dr_grpo, rloo, reinforce_pp, ppo (with a value head), dapo or gspo "
+                             "(grpo's advantages with DAPO's or GSPO's settings); settings left unset take the "
+                             "algorithm's defaults (aerorl_ops.rl.algorithms)",
                              check=one_of(*ALGORITHMS))
     steps: int = setting(60, help="RL steps after the warm-up", check=non_negative_int)
     warmup_steps: int = setting(30, help="supervised warm-up steps (stop at partial accuracy)",
@@ -137,8 +147,9 @@ class TrainingSettings:
                                      check=positive_int)
     max_nonfinite_steps: int = setting(3, help="NaN/inf guard: stop after this many skipped updates in a row",
                                        check=positive_int)
-    kl_coef: float = setting(0.04, help="KL coefficient to the reference (0 = no reference is loaded)",
-                             check=non_negative_number)
+    kl_coef: float | None = setting(None, help="KL coefficient to the reference (0 = no reference is loaded); "
+                                    "unset: the algorithm's (0 for dapo and gspo, 0.04 otherwise)",
+                                    check=unset_or(non_negative_number))
     kl_kind: str | None = setting(None, help="KL estimator: k1, k2, k3, abs (kl, mse, low_var_kl are k1, k2, k3; "
                                   "k1+, k3+ take k2's gradient); unset: k3 as a loss term, k1 in the reward",
                                   check=unset_or(one_of(*KL_KINDS)))
@@ -146,17 +157,28 @@ class TrainingSettings:
                                        "(-kl_coef x KL at each token); unset: the algorithm's (reward for "
                                        "reinforce_pp and ppo, loss for the grpo family)",
                                        check=unset_or(one_of(*KL_PLACEMENTS)))
-    loss_agg_mode: str = setting("token-mean", help="how per-token losses (policy, KL, entropy, value) become one: "
-                                 "token-mean, token-sum, seq-mean-token-sum, seq-mean-token-mean or "
-                                 "seq-mean-token-sum-norm", check=one_of(*LOSS_AGG_MODES))
+    loss_agg_mode: str | None = setting(None, help="how per-token losses (policy, KL, entropy, value) become one: "
+                                        "token-mean, token-sum, seq-mean-token-sum, seq-mean-token-mean or "
+                                        "seq-mean-token-sum-norm (the sapo and gmpo policy losses keep their own); "
+                                        "unset: the algorithm's (seq-mean-token-mean for gspo, token-mean otherwise)",
+                                        check=unset_or(one_of(*LOSS_AGG_MODES)))
+    policy_loss: str | None = setting(None, help="ppo (clipped surrogate with dual clip), gspo (sequence ratio), "
+                                      "gmpo (geometric mean of token ratios), sapo (soft gate, tau_pos/tau_neg) or "
+                                      "cispo (clipped, stopped ratio x log-prob); unset: the algorithm's (gspo for "
+                                      "gspo, ppo otherwise)", check=unset_or(one_of(*POLICY_LOSSES)))
     ppo_epochs: int | None = setting(None, help="passes over each rollout; unset: the algorithm's (4 for ppo, "
                                      "1 otherwise)", check=unset_or(positive_int))
     ppo_mini_batches: int = setting(1, help="optimizer updates per pass: the rollout in this many minibatches, "
                                     "each of grad_accumulation micro-batches", check=positive_int)
-    clip_low: float = setting(0.2, help="PPO ratio clip: the ratio is clipped below at 1 - clip_low",
-                              check=open_fraction)
-    clip_high: float = setting(0.2, help="PPO ratio clip: the ratio is clipped above at 1 + clip_high",
-                               check=open_fraction)
+    clip_low: float | None = setting(None, help="ratio clip: the ratio is clipped below at 1 - clip_low (gmpo: the "
+                                     "log-ratio at -clip_low); unset: the algorithm's (3e-4 for gspo, 0.2 otherwise)",
+                                     check=unset_or(open_fraction))
+    clip_high: float | None = setting(None, help="ratio clip: the ratio is clipped above at 1 + clip_high (gmpo: "
+                                      "the log-ratio at clip_high); unset: the algorithm's (0.28 for dapo, 4e-4 for "
+                                      "gspo, 0.2 otherwise)", check=unset_or(open_fraction))
+    tau_pos: float = setting(1.0, help="sapo: gate temperature of positive-advantage tokens", check=positive_number)
+    tau_neg: float = setting(1.05, help="sapo: gate temperature of negative-advantage tokens",
+                             check=positive_number)
     dual_clip_c: float = setting(3.0, help="dual clip: a negative-advantage token's loss is at most "
                                  "-advantage x dual_clip_c (> 1)", check=_above_one)
     entropy_coef: float | None = setting(None, help="entropy bonus: -entropy_coef x the policy's aggregated entropy; "
@@ -199,6 +221,23 @@ class TrainingSettings:
                                    "nproc_per_node = 1", check=one_of(*BACKENDS))
     max_new_tokens: int = setting(4, help="maximum response length, in rollouts and held-out answers",
                                   check=positive_int)
+    dynamic_sampling: bool | None = setting(None, help="DAPO's dynamic sampling: drop groups whose rewards are all "
+                                            "equal and sample more prompts until prompts_per_step groups are "
+                                            "informative; unset: the algorithm's (on for dapo)",
+                                            check=unset_or(boolean))
+    max_sampling_rounds: int = setting(10, help="dynamic sampling: rollout rounds per step at most (DAPO's recipe: "
+                                       "10); when they run out, the step goes ahead with what it has and says so",
+                                       check=positive_int)
+    overlong_buffer: int | None = setting(None, help="DAPO's soft overlong punishment: replies longer than "
+                                          "max_new_tokens - overlong_buffer tokens lose up to "
+                                          "overlong_penalty_factor of reward, linearly (0 = off); unset: the "
+                                          "algorithm's (dapo: a fifth of max_new_tokens, at least 1; else 0)",
+                                          check=unset_or(non_negative_int))
+    overlong_penalty_factor: float = setting(1.0, help="the overlong penalty at max_new_tokens",
+                                             check=non_negative_number)
+    mask_truncated: bool = setting(False, help="DAPO's overlong filtering: replies cut at max_new_tokens are left "
+                                   "out of the loss (they still count in their group's advantages)",
+                                   check=boolean)
     curriculum: str = setting("", help="curriculum stages 'UNTIL_STEP: types @ share; ...' (e.g. "
                               "'500: colour,shape @ 0.75'): batches favour those question types until that global "
                               "step; empty = the natural mix (grammar: aerorl_ops.config.curriculum)",
@@ -231,6 +270,7 @@ class TrainingSettings:
         """These settings, unless a rule across settings is broken: then a ``ConfigError`` naming
         ``where`` (the file, or the command line) and the rule."""
         problems = (group_size_problem(self.algorithm, self.group_size),
+                    overlong_problem(self.overlong_buffer, self.max_new_tokens),
                     reference_problem(self.reference, self.lora_rank),
                     rollout_ranks_problem(self.rollout_backend, self.nproc_per_node))
         problem = next((p for p in problems if p), None)

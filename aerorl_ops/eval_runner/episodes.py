@@ -4,7 +4,8 @@ training rollout share.
 - ``observe_all``: each index's observation (``env.reset``);
 - ``generate_replies``: one greedy or sampled completion per prompt row; special tokens other than EOS
   are never emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
-- ``grade``: ``env.step`` on each reply, a fresh episode per reply;
+- ``grade``: ``env.step`` on each reply, a fresh episode per reply; when ``env`` is a ``JudgedEnv`` its
+  judge grades the batch in one call too, and weight x judge score joins each reward;
 - ``micro_batches``: items cut into contiguous, nearly equal parts.
 """
 
@@ -17,10 +18,12 @@ from typing import NamedTuple
 import torch
 
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.judged import JudgedEnv
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.replies import generate_new_tokens
 from aerorl_ops.generation.batched import trim_after_eos
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rewards.judge import OK
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: S
 
 
 def grade(env: TaskEnv, indices: Sequence[int], replies: Replies, eos: Sequence[int]) -> Graded:
-    """``env.step`` on each reply (a fresh episode per reply)."""
+    """``env.step`` on each reply (a fresh episode per reply); a ``JudgedEnv``'s judge grades them all at once,
+    adding ``weight * score`` to each reward and the ``judge`` and ``judge_failed`` (1.0 or 0.0) components."""
     rewards, correct, predictions, infos = [], [], [], []
     for index, ids, text in zip(indices, replies.token_ids, replies.texts, strict=True):
         state, _ = env.reset(index)
@@ -70,6 +74,11 @@ def grade(env: TaskEnv, indices: Sequence[int], replies: Replies, eos: Sequence[
         correct.append(result.info.correct)
         predictions.append(result.info.prediction)
         infos.append(result.info.components)
+    if isinstance(env, JudgedEnv):
+        judged = env.judge(indices, replies.texts)
+        rewards = [reward + env.weight * score for reward, score in zip(rewards, judged.scores, strict=True)]
+        infos = [{**info, "judge": score, "judge_failed": float(status != OK)}
+                 for info, score, status in zip(infos, judged.scores, judged.statuses, strict=True)]
     names = sorted({name for components in infos for name in components})
     components = {name: torch.tensor([float(c.get(name, 0.0)) for c in infos]) for name in names}
     return Graded(torch.tensor(rewards, dtype=torch.float32), torch.tensor(correct, dtype=torch.bool), components,

@@ -279,3 +279,18 @@ def value_loss(
     loss = 0.5 * aggregate_loss(torch.maximum(unclipped_loss, clipped_loss), mask, agg_mode)  # []
     with torch.no_grad():
         return ValueLoss(loss=loss, clipfrac=masked_mean((clipped_loss > unclipped_loss).to(mask.dtype), mask))
+
+
+# The newer policy losses live in rl.policy_losses, which builds on this module; they are re-exported
+# here on first use (PEP 562), so that either module may be imported first without a cycle.
+_POLICY_LOSSES = frozenset(
+    {"cispo_policy_loss", "gmpo_policy_loss", "gspo_policy_loss", "overlong_penalty", "row_share", "sapo_policy_loss"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _POLICY_LOSSES:
+        from aerorl_ops.rl import policy_losses
+
+        return getattr(policy_losses, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

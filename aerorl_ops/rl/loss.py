@@ -1,13 +1,15 @@
 """The RL loss of one micro-batch, made of the functional core's terms.
 
-    loss = policy_loss(old, new, A; clip_low, clip_high, dual_clip_c)
+    loss = policy term (policy_loss: ppo, gspo, gmpo, sapo or cispo; see POLICY_TERMS)
            + kl_coef * agg(kl_penalty(new, ref, kl_kind))          (only when the KL is a loss term)
            - entropy_coef * agg(H(new))                            (entropy bonus)
            + value_coef * value_loss(V, R, V_old; value_clip)      (only with a value head)
 
 Every term is aggregated over the counted response tokens with the same ``agg_mode``, as verl
-does. The trainer multiplies each micro-batch's loss by its ``functional.aggregation_share`` of the
-minibatch, so the accumulated gradient is the one-big-batch gradient in every mode.
+does, but the policy terms that keep their own (verl's): SAPO's is seq-mean-token-mean, GMPO's a
+mean over rows. Each micro-batch's terms are weighted by their share of the minibatch
+(:meth:`RLLoss.shares`: ``functional.aggregation_share`` of their aggregation, ``row_share`` for
+GMPO's), so the accumulated gradient is the one-big-batch gradient in every mode.
 """
 
 from __future__ import annotations
@@ -18,7 +20,24 @@ from typing import NamedTuple
 
 import torch
 
-from aerorl_ops.rl.functional import aggregate_loss, kl_penalty, policy_loss, value_loss
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.rl.functional import (
+    PolicyLoss,
+    aggregate_loss,
+    aggregation_share,
+    cispo_policy_loss,
+    gmpo_policy_loss,
+    gspo_policy_loss,
+    kl_penalty,
+    policy_loss,
+    sapo_policy_loss,
+    value_loss,
+)
+from aerorl_ops.rl.policy_losses import row_share
+
+OWN_AGGREGATION = {"sapo": "seq-mean-token-mean", "gmpo": "rows"}
+"""The policy losses that aggregate their own way (as verl's): SAPO seq-mean-token-mean, GMPO the mean
+over rows; the others take ``loss_agg_mode``."""
 
 
 class Targets(NamedTuple):
@@ -47,6 +66,24 @@ class LossStats(NamedTuple):
     value_clip_fraction: float | None
 
 
+class LossShares(NamedTuple):
+    """A micro-batch's weight in its minibatch's loss: of the policy term, and of the other terms."""
+
+    policy: float
+    other: float
+
+
+class PartLoss(NamedTuple):
+    """One micro-batch's contribution to its minibatch's loss (already weighted by its shares)."""
+
+    weighted: torch.Tensor  # [] differentiable: backward() accumulates the minibatch's gradient
+    value: float  # its value, as a Python float
+
+
+WHOLE = LossShares(1.0, 1.0)
+"""The shares of a micro-batch that is its whole minibatch."""
+
+
 @dataclass(frozen=True)
 class RLLoss:
     """The module docstring's loss (settings: ``TrainingSettings``', resolved for the algorithm);
@@ -61,15 +98,53 @@ class RLLoss:
     entropy_coef: float
     value_coef: float
     value_clip: float
+    policy_loss: str = "ppo"
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
+
+    @classmethod
+    def of(cls, settings: TrainingSettings) -> RLLoss:
+        """The loss of ``settings``, resolved for their algorithm (``rl.algorithms.resolved_settings``)."""
+        return cls(settings.loss_agg_mode, settings.clip_low, settings.clip_high, settings.dual_clip_c,
+                   settings.kl_coef, settings.kl_kind, settings.entropy_coef, settings.value_coef,
+                   settings.value_clip, settings.policy_loss, settings.tau_pos, settings.tau_neg)
+
+    def policy_term(self, old_logprob: torch.Tensor, logprob: torch.Tensor, advantages: torch.Tensor,
+                    mask: torch.Tensor) -> PolicyLoss:
+        """The policy loss ``policy_loss`` names (rl.functional), [B, T] each -> ``PolicyLoss``."""
+        name = self.policy_loss
+        if name == "ppo":
+            return policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
+                               self.dual_clip_c, self.agg_mode)
+        if name == "gspo":
+            return gspo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
+                                    self.agg_mode)
+        if name == "gmpo":
+            return gmpo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high)
+        if name == "sapo":
+            return sapo_policy_loss(old_logprob, logprob, advantages, mask, self.tau_pos, self.tau_neg)
+        if name == "cispo":
+            return cispo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
+                                     self.agg_mode)
+        raise ValueError(f"unknown policy_loss {name!r}; known: ppo, gspo, gmpo, sapo, cispo")
+
+    def shares(self, part_mask: torch.Tensor, whole: torch.Tensor) -> LossShares:
+        """A micro-batch's (mask [b, T]) shares of its minibatch's (mask [B, T]) loss terms."""
+        other = aggregation_share(part_mask, whole, self.agg_mode)
+        own = OWN_AGGREGATION.get(self.policy_loss)
+        if own is None:
+            return LossShares(other, other)
+        return LossShares(row_share(part_mask, whole) if own == "rows" else aggregation_share(part_mask, whole, own),
+                          other)
 
     def __call__(self, logprob: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor | None,
-                 targets: Targets) -> tuple[torch.Tensor, LossStats]:
+                 targets: Targets, shares: LossShares = WHOLE) -> tuple[PartLoss, LossStats]:
         """logprob, entropy (of the current policy), values (of the value head, or None): [B, T]
-        over the same rows as ``targets``. Returns the loss [] and its :class:`LossStats`."""
+        over the same rows as ``targets``. Returns the loss weighted by ``shares`` (default: the
+        micro-batch is the minibatch) and its :class:`LossStats`."""
         mask = targets.mask  # [B, T]
-        policy = policy_loss(targets.old_logprob, logprob, targets.advantages, mask, self.clip_low, self.clip_high,
-                             self.dual_clip_c, self.agg_mode)
-        loss = policy.loss  # []
+        policy = self.policy_term(targets.old_logprob, logprob, targets.advantages, mask)
+        loss = policy.loss if shares.policy == shares.other else torch.zeros_like(policy.loss)  # []
         if targets.ref_logprob is not None and self.kl_coef > 0:
             kl = kl_penalty(logprob, targets.ref_logprob, self.kl_kind)  # [B, T]
             loss = loss + self.kl_coef * aggregate_loss(kl, mask, self.agg_mode)
@@ -79,11 +154,16 @@ class RLLoss:
         if values is not None:
             critic = value_loss(values, targets.returns, targets.old_values, mask, self.value_clip, self.agg_mode)
             loss = loss + self.value_coef * critic.loss
+        if shares.policy == shares.other:  # every term weighs alike
+            part = PartLoss(loss * shares.other, float(loss.detach()) * shares.other)
+        else:
+            weighted = policy.loss * shares.policy + loss * shares.other
+            part = PartLoss(weighted, float(weighted.detach()))
         stats = LossStats(tokens=float(mask.sum()), clip_fraction=float(policy.clipfrac),
                           approx_kl=float(policy.approx_kl), dual_clip_fraction=float(policy.dual_clipfrac),
                           value_loss=float(critic.loss.detach()) if critic else None,
                           value_clip_fraction=float(critic.clipfrac) if critic else None)
-        return loss, stats
+        return part, stats
 
 
 def token_weighted_sums(passes: Sequence[LossStats], name: str) -> tuple[float, float] | None:

@@ -30,11 +30,13 @@ import torch
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.judged import judge_loader, named_judged_env
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.loading import resolve_device
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
 from aerorl_ops.reporting.training_plots import training_plots_dir
+from aerorl_ops.rl.algorithms import resolved_settings
 from aerorl_ops.rl.checkpoint import ResumePoint
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.reporters import (
@@ -184,8 +186,11 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
     the progress lines, TensorBoard, DuckDB and ``reporter``, and returns the run as stored; another
     rank only trains and returns None."""
     run_id = training_run_id(settings, options.run_name)
+    trained = resolved_settings(settings)  # as the run trains them: what the record and TensorBoard show
     check_report_database(report.database)  # a damaged report database is named before any work
     train_env, held_out = training_environments(settings, bench.seed + settings.seed, bench.datasets)  # before a model
+    train_env = named_judged_env(train_env, settings.env, bench, judge_loader(  # [datasets.<env>] judge = "<key>"
+        bench, place.models_dir, resolve_device(place.device), place.local_files_only))
     validation = validation_environment(settings, bench.datasets)
     base = base_model_location(settings.base_model, bench, place.models_dir, place.local_files_only)
     rollout_engine = rollout_engine_of(settings.base_model, bench)
@@ -205,14 +210,14 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
     def outside() -> RunReporter:
         board = TensorBoardLogger(tensorboard_dir(Path(report.database).parent, run_id),
                                   wandb_project=options.wandb_project or None, wandb_mode=options.wandb_mode,
-                                  run_name=run_id, config={**asdict(settings), **asdict(options)})
+                                  run_name=run_id, config={**asdict(trained), **asdict(options)})
         return Reporters([TensorBoardReporter(board),
                           ProgressReporter(log, run_id, settings.total_steps, options.progress_bar),
                           FiguresReporter(report.connect, run_id, training_plots_dir(report.database, run_id)),
                           reporter])
 
     stored = record_training(
-        RunRecorder(report.connect, run_id), TrainingRunRecord.started(run_id, base, settings, datetime.now(UTC)),
+        RunRecorder(report.connect, run_id), TrainingRunRecord.started(run_id, base, trained, datetime.now(UTC)),
         train, run_rejections(train_env, held_out, validation),
         log, resume=options.resume, reporters=outside,
         telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))

@@ -102,6 +102,15 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]]
     return Rollout(indices, batches, replies, grade(env, indices, replies, eos_token_ids(loaded)), elapsed)
 
 
+def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]],
+                  replies: Sequence[Sequence[Sequence[int]]]) -> list[SequenceBatch]:
+    """The batches ``sample_parts`` builds, from replies sampled before: per part, its items' prompts
+    followed by ``replies[k]`` (one token-id list per item, up to and including EOS)."""
+    return [append_completions(encode_observations(loaded, observe_all(env, part)), ids,
+                               loaded.tokenizer.pad_token_id, loaded.model.config)
+            for part, ids in zip(parts, replies, strict=True)]
+
+
 def answer_target(env: TaskEnv, index: int) -> str:
     """What supervised training teaches the model to say: the item's first answer, plain."""
     return env.items[index].answers[0]

@@ -70,8 +70,10 @@ class ItemSampler:
         """The curriculum stage of global ``step`` (None = the natural mix)."""
         return stage_at(self.stages, step)
 
-    def batch(self, step: int, size: int) -> list[int]:
-        rng = random.Random(self.seed * 1_000_003 + step)
+    def batch(self, step: int, size: int, draw: int = 0) -> list[int]:
+        """``size`` items of global ``step``; draw r > 0: another batch of the same step (dynamic sampling's
+        round r), independent of the first."""
+        rng = random.Random(self.seed * 1_000_003 + step if draw == 0 else f"{self.seed}:{step}:{draw}")
         stage = self.stage(step)
         if stage is None:
             return [rng.randrange(self.size) for _ in range(size)]

@@ -36,6 +36,11 @@ class StepStats:
     value_loss: float | None = None  # PPO: the clipped value loss (before value_coef), mean over updates
     value_clip_fraction: float | None = None  # PPO: share of tokens where the value clip binds (every update)
     explained_variance: float | None = None  # PPO: 1 - Var(returns - values) / Var(returns) at the rollout
+    groups_sampled: int | None = None  # RL: prompt groups sampled over every sampling round (rl.step_rollout)
+    groups_kept: int | None = None  # RL: informative groups trained on (all of them without dynamic sampling)
+    groups_dropped: int | None = None  # RL, dynamic sampling: groups whose rewards were all equal, left out
+    groups_filled: int | None = None  # RL, dynamic sampling: uninformative groups trained on (rounds ran out)
+    sampling_rounds: int | None = None  # RL: rollout rounds of the step
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)

@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -54,15 +54,14 @@ import torch
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings, rollout_ranks_problem
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.eval_runner.episodes import Sampling
 from aerorl_ops.losses import masked_mean
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
-from aerorl_ops.rl.algorithms import build_algorithm, resolve_settings, token_rewards
+from aerorl_ops.rl.algorithms import build_algorithm, resolved_settings, token_rewards
 from aerorl_ops.rl.checkpoint import CheckpointState
 from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation
-from aerorl_ops.rl.functional import aggregation_share, explained_variance, kl_penalty
+from aerorl_ops.rl.functional import explained_variance, kl_penalty
 from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
-from aerorl_ops.rl.rollout import sample_parts, supervised_batch
+from aerorl_ops.rl.rollout import supervised_batch
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
@@ -74,6 +73,7 @@ from aerorl_ops.rl.step_parts import (
     response_layout,
     response_mask,
 )
+from aerorl_ops.rl.step_rollout import step_rollout
 from aerorl_ops.rl.value_head import ValueHead
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class RLTrainer:
     def __init__(self, settings: TrainingSettings, policy: PolicyRuntime | None = None,
                  reference: ReferenceRuntime | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None) -> None:
+        settings = resolved_settings(settings)  # the algorithm's defaults for what is unset
         check_accumulation(settings.grad_accumulation, dp.world_size)
         problem = rollout_ranks_problem(settings.rollout_backend, dp.world_size)
         if problem is not None:
@@ -112,10 +113,7 @@ class RLTrainer:
         self.policy = policy
         self.reference = reference
         self.algorithm = build_algorithm(settings.algorithm)
-        self.resolved = resolve_settings(self.algorithm.defaults, asdict(settings))
-        self.loss = RLLoss(settings.loss_agg_mode, settings.clip_low, settings.clip_high, settings.dual_clip_c,
-                           settings.kl_coef, self.resolved.kl_kind, self.resolved.entropy_coef, settings.value_coef,
-                           settings.value_clip)
+        self.loss = RLLoss.of(settings)
         self.state = TrainerState()
         self._optimizer: torch.optim.Optimizer | None = None
         self._value_head: ValueHead | None = None
@@ -268,53 +266,51 @@ class RLTrainer:
             flat = completion_logprobs(model, on_device(batch, reference.device)).logprobs  # [n]
         return flat.clone().to(self._policy().loaded.device)  # leave inference mode: usable in autograd graphs
 
-    def rl_step(self, env: TaskEnv, prompts: Sequence[int]) -> StepStats:
+    def rl_step(self, env: TaskEnv, prompts: Sequence[int],
+                more_prompts: Callable[[int], Sequence[int]] | None = None) -> StepStats:
         """Rollout ``group_size`` replies per prompt, grade them, then ``ppo_epochs`` x
-        ``ppo_mini_batches`` updates (see the module docstring)."""
+        ``ppo_mini_batches`` updates (see the module docstring). With dynamic sampling,
+        ``more_prompts(r)`` gives sampling round r's prompts (``rl.step_rollout``)."""
         if self.settings.kl_coef > 0 and self.reference is None:
             raise RuntimeError("rl_step with kl_coef > 0 needs a reference runtime")
         started = time.perf_counter()
         self._seed_step()
         self._sync_parameters()
-        loaded, config, settings, dp = self._policy().loaded, self.settings, self.resolved, self.dp
-        indices = [index for index in prompts for _ in range(config.group_size)]  # [B] groups contiguous
-        share = dp.share_rollout(len(indices), config.grad_accumulation * config.ppo_mini_batches,
-                                 config.ppo_mini_batches)  # this rank's micro-batches (rl.distributed)
-        rollout = sample_parts(loaded, env, share.items(indices), config.max_new_tokens,
-                               Sampling(config.temperature, config.top_k, config.top_p),
-                               [self._sample_seed(part) for part in share.parts], self._synced_sampler())
+        loaded, settings = self._policy().loaded, self.settings
+        rollout = step_rollout(loaded, env, prompts, settings, self.dp, self._sample_seed, self._synced_sampler(),
+                               more_prompts)
+        share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each
         local_rows = share.rows(loaded.device)  # [b]
-        (lengths,) = share.gather_rollout(torch.tensor([len(ids) for ids in rollout.replies.token_ids]),
-                                          device=loaded.device)  # [B]
         mask = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L]
         scores = RolloutScores(*share.gather_rollout(*self._score_rollout(rollout.batches, mask[local_rows]),
                                                      device=loaded.device))  # [B, L]
-        outcomes = Outcomes(*share.gather_rollout(rollout.graded.rewards, rollout.graded.correct,
-                                                  torch.tensor(rollout.replies.truncated, dtype=torch.bool),
-                                                  device=loaded.device))  # [B]
         kl = (kl_penalty(scores.logprob, scores.ref_logprob, settings.kl_kind)
               if scores.ref_logprob is not None else None)  # [B, L]
         in_reward = settings.kl_placement == "reward"
-        rewards = token_rewards(outcomes.rewards, mask, kl if in_reward else None, config.kl_coef)  # [B, L]
-        estimate = self.algorithm.advantages(rewards, mask, indices, scores.values, settings.gamma,
-                                             config.gae_lambda)
-        targets = Targets(scores.logprob, estimate.advantages, estimate.returns, mask,
+        rewards = token_rewards(outcomes.rewards, mask, kl if in_reward else None, settings.kl_coef)  # [B, L]
+        estimate = self.algorithm.advantages(rewards, mask, rollout.indices, scores.values, settings.gamma,
+                                             settings.gae_lambda)
+        loss_mask = mask * ~outcomes.truncated[:, None] if settings.mask_truncated else mask  # [B, L]
+        targets = Targets(scores.logprob, estimate.advantages, estimate.returns, loss_mask,
                           None if in_reward else scores.ref_logprob, scores.values)  # [B, L] each
         local = targets.rows(local_rows)  # [b, L] this rank's rows, at the global width
-        minibatches = share.minibatches(rollout.batches, mask)  # this rank's parts, the global minibatch mask
+        minibatches = share.minibatches(rollout.batches, loss_mask)  # this rank's parts, the global minibatch mask
         updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
                    for parts, whole in minibatches]
         skipped = any(update.skipped for update in updates)
         self._count_step(skipped, "the loss or gradient of an update")
         passes = [stats for update in updates for stats in update.passes]
+        groups = rollout.groups
         extra = {"kl": float(masked_mean(kl, mask)) if kl is not None else None,
                  "entropy": float(masked_mean(scores.entropy, mask)),
                  **{name: self._token_mean(passes, name) for name in (
-                     "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")}}
+                     "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")},
+                 "groups_sampled": groups.sampled, "groups_kept": groups.kept, "groups_dropped": groups.dropped,
+                 "groups_filled": groups.filled, "sampling_rounds": groups.rounds}
         if scores.values is not None:
             extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
-        return self._stats(config.algorithm, sum(u.loss for u in updates) / len(updates), rollout.batches,
+        return self._stats(settings.algorithm, sum(u.loss for u in updates) / len(updates), rollout.batches,
                            outcomes, extra, sum(u.grad_norm for u in updates) / len(updates), skipped, started)
 
     def _token_mean(self, passes: list[LossStats], name: str) -> float | None:
@@ -353,15 +349,15 @@ class RLTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         for batch, span in parts:
             part = targets.rows(span)
-            share = aggregation_share(part.mask, whole, self.loss.agg_mode)
+            shares = self.loss.shares(part.mask, whole)
             tokens = completion_tokens(model, batch)  # [n], [n], [n, H] with gradients
             values = (response_layout(self.value_head(tokens.hidden), part.mask)
                       if self.value_head is not None else None)  # [b', L]
             part_loss, stats = self.loss(response_layout(tokens.logprobs, part.mask),
-                                         response_layout(tokens.entropy, part.mask), values, part)
-            (part_loss * share).backward()
-            loss += float(part_loss.detach()) * share
-            value_loss += (stats.value_loss or 0.0) * share
+                                         response_layout(tokens.entropy, part.mask), values, part, shares)
+            part_loss.weighted.backward()
+            loss += part_loss.value
+            value_loss += (stats.value_loss or 0.0) * shares.other
             passes.append(stats)
         loss, value_loss = self.dp.sum([loss, value_loss])
         grad_norm, skipped = self._optimizer_step(loss)

@@ -41,6 +41,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -53,6 +54,7 @@ from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
 from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.entry import GenerationBackend
+from aerorl_ops.rl.algorithms import resolved_settings
 from aerorl_ops.rl.checkpoint import (
     ResumePoint,
     load_checkpoint_state,
@@ -77,18 +79,24 @@ SAMPLED_PHASES = ("warmup", "rl", "final")
 T = TypeVar("T")
 
 
-ID_WHEN_SET = ("freeze_projector",)
+ID_WHEN_SET = ("freeze_projector", "policy_loss", "tau_pos", "tau_neg", "dynamic_sampling", "max_sampling_rounds",
+               "overlong_buffer", "overlong_penalty_factor", "mask_truncated")
 """Settings added since the run-id format: each enters the id only when set away from its default, so
 adding a setting leaves the id (and so the resume) of every run made before it as it was."""
+ID_RESOLVED = ("kl_coef", "loss_agg_mode", "clip_low", "clip_high")
+"""Settings whose fixed default became the algorithm's: the id takes their resolved value, as it took
+the fixed default before (``rl.algorithms.resolved_settings``)."""
 
 
 def training_run_id(settings: TrainingSettings, run_name: str = "") -> str:
-    """``run_name`` when set, else a stable id of the settings (same settings: same run, resumed); the
-    launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it, nor ``ID_WHEN_SET``'s at
-    their defaults."""
+    """``run_name`` when set, else a stable id of the settings as given (same settings: same run,
+    resumed); the launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it, nor
+    ``ID_WHEN_SET``'s at their defaults; ``ID_RESOLVED``'s enter resolved."""
     if run_name:
         return run_name
-    values = {f.name: getattr(settings, f.name) for f in setting_fields(TrainingSettings)
+    resolved = resolved_settings(settings)
+    values = {f.name: getattr(resolved if f.name in ID_RESOLVED else settings, f.name)
+              for f in setting_fields(TrainingSettings)
               if f.name not in LAUNCH_SETTINGS
               and not (f.name in ID_WHEN_SET and getattr(settings, f.name) == getattr(TRAINING_DEFAULTS, f.name))}
     digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
@@ -117,7 +125,7 @@ class TrainingRun:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
-        self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), settings
+        self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), resolved_settings(settings)
         self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
         self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
@@ -196,8 +204,8 @@ class TrainingRun:
                 trainer.set_learning_rate(learning_rate_at(rl_index, settings.learning_rate, settings.steps,
                                                            settings.lr_schedule, settings.lr_warmup_steps,
                                                            settings.lr_min_ratio))
-                stats = trainer.rl_step(self.train_env, self.sampler.batch(trainer.state.step,
-                                                                           settings.prompts_per_step))
+                draws = partial(self.sampler.batch, trainer.state.step, settings.prompts_per_step)  # draw -> items
+                stats = trainer.rl_step(self.train_env, draws(0), draws)
                 self.clock.rl_s += stats.step_s
                 self._record_step(stats)
                 if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,11 +42,14 @@ def reward_stack_for(settings: RewardSettings) -> WeightedRewardStack:
 
 
 def reward_config(settings: RewardSettings) -> str:
-    """The settings the scores were computed with, as the JSON of the ``reward_config`` column."""
-    return json.dumps({"weights": settings.weights, "require_json": settings.require_json,
-                       "regex_pattern": settings.regex_pattern, "target_tokens": settings.target_tokens,
-                       "latency_budget_ms": settings.latency_budget_ms,
-                       "pass_threshold": settings.pass_threshold}, sort_keys=True)
+    """The settings the scores were computed with, as the JSON of the ``reward_config`` column (the
+    judge's, ``[rewards.judge]``, only when one is configured)."""
+    config = {"weights": settings.weights, "require_json": settings.require_json,
+              "regex_pattern": settings.regex_pattern, "target_tokens": settings.target_tokens,
+              "latency_budget_ms": settings.latency_budget_ms, "pass_threshold": settings.pass_threshold}
+    if settings.judge is not None:
+        config["judge"] = asdict(settings.judge)
+    return json.dumps(config, sort_keys=True)
 
 
 def manual_pass(response: str, references: Sequence[str]) -> bool:
@@ -138,5 +142,6 @@ def score_generations(generations: pa.Table, settings: RewardSettings,
         "relaxed_accuracy": pa.array([relaxed for _, relaxed in metrics], pa.float64()),
         "correct": pa.array(correct, pa.bool_()),
         "reward_config": pa.array([reward_config(settings)] * rows, pa.string()),
+        "judge": pa.nulls(rows, pa.float64()),  # the judge's scores, when one grades (rewards.judge_table)
     }
     return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)

@@ -185,8 +185,11 @@ SCORE_FIELDS = (
     pa.field("relaxed_accuracy", pa.float64()),
     pa.field("correct", pa.bool_()),
     pa.field("reward_config", pa.json_()),
+    pa.field("judge", pa.float64()),
 )
-"""One scored sample (``aerorl_ops.scoring.partition_scores.SCORE_SCHEMA``)."""
+"""One scored sample (``aerorl_ops.scoring.partition_scores.SCORE_SCHEMA``). ``judge`` is the judge
+reward's score (``rewards.judge_table``), NULL when no judge is configured; added last, so a table
+made before it gains it through ``ensure_tables`` in the same place."""
 
 REWARD_SCORES = TableSpec("reward_scores", pa.schema([*BENCHMARK_KEY, *SCORE_FIELDS]), _BENCHMARK_KEY_COLUMNS)
 

@@ -52,6 +52,8 @@ TRAINING_STEPS = TableSpec(
         ("episodes_seen", pa.int64()),
         *[(name, pa.float64()) for name in (
             "approx_kl", "dual_clip_fraction", "value_loss", "value_clip_fraction", "explained_variance")],
+        *[(name, pa.int32()) for name in (
+            "groups_sampled", "groups_kept", "groups_dropped", "groups_filled", "sampling_rounds")],
     ]),
     ("run_id",),
 )

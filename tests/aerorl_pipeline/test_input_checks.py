@@ -46,7 +46,7 @@ def refused(capsys, argv: list[str]) -> str:
 @pytest.mark.parametrize(("argv", "expected"), [
     (["train", "--learning-rate", "-0.001"], "aerorl train: setting '--learning-rate' must be > 0, got -0.001"),
     (["train", "--algorithm", "foo"], "aerorl train: setting '--algorithm' must be one of ('grpo', 'dr_grpo', "
-     "'rloo', 'reinforce_pp', 'ppo'), got 'foo'"),
+     "'rloo', 'reinforce_pp', 'ppo', 'dapo', 'gspo'), got 'foo'"),
     (["train", "--quant-bits", "3"], "aerorl train: setting '--quant-bits' must be 4 (nf4), 8 (int8) or 16, got 3"),
     (["train", "--lr-schedule", "cosin"],
      "aerorl train: setting '--lr-schedule' must be one of ('constant', 'cosine'), got 'cosin'"),
@@ -61,8 +61,8 @@ def test_a_bad_flag_is_one_line_naming_the_flag_and_the_rule(capsys, argv, expec
 
 
 @pytest.mark.parametrize(("flags", "expected"), [
-    (["--group-size", "1"], "aerorl train: group_size must be >= 2 for grpo/dr_grpo/rloo (advantages are relative "
-     "within a group), >= 1 otherwise, got 1"),
+    (["--group-size", "1"], "aerorl train: group_size must be >= 2 for grpo/dr_grpo/rloo/dapo/gspo (advantages are "
+     "relative within a group), >= 1 otherwise, got 1"),
     (["--reference", "lora_base"], "aerorl train: reference must be 'quantized' when lora_rank = 0"),
     (["--rollout-backend", "vllm", "--nproc-per-node", "2", "--grad-accumulation", "2"],
      'aerorl train: rollout_backend = "vllm" needs nproc_per_node = 1, got 2 training processes'),

@@ -120,7 +120,7 @@ def test_plan_bench_refuses_before_anything_runs(models, batch_sizes, named):
     (AeroRLConfig(training={"kl_coef": float("nan")}),
      "setting \"training['kl_coef']\" must be a finite number, got nan"),
     (AeroRLConfig(training={"algorithm": "trpo"}),
-     "must be one of ('grpo', 'dr_grpo', 'rloo', 'reinforce_pp', 'ppo'), got 'trpo'"),
+     "must be one of ('grpo', 'dr_grpo', 'rloo', 'reinforce_pp', 'ppo', 'dapo', 'gspo'), got 'trpo'"),
 ])
 def test_aerorl_config_names_the_field(config, named):
     with pytest.raises(ConfigError) as raised:

@@ -35,14 +35,16 @@ def test_a_bad_algorithm_setting_names_the_setting(name, value, problem):
 
 def test_unset_settings_are_valid_and_take_the_algorithms_defaults():
     assert all(getattr(TRAINING_DEFAULTS, name) is None
-               for name in ("kl_kind", "kl_placement", "ppo_epochs", "entropy_coef", "gamma"))
+               for name in ("kl_kind", "kl_placement", "ppo_epochs", "entropy_coef", "gamma", "kl_coef", "clip_low",
+                            "clip_high", "loss_agg_mode", "policy_loss", "dynamic_sampling", "overlong_buffer"))
     assert checked(TrainingSettings, "run config", "training", {"ppo_epochs": None}).ppo_epochs is None
-    ppo = RLTrainer(dataclasses.replace(TRAINING_DEFAULTS, algorithm="ppo"))
-    assert (ppo.settings.ppo_epochs, ppo.settings.entropy_coef, ppo.settings.gamma) == (None, None, None)
-    assert (ppo.resolved.ppo_epochs, ppo.resolved.entropy_coef, ppo.resolved.gamma) == (4, 0.01, 0.99)  # the trainer's
+    given = dataclasses.replace(TRAINING_DEFAULTS, algorithm="ppo")
+    ppo = RLTrainer(given)
+    assert (given.ppo_epochs, given.entropy_coef, given.gamma) == (None, None, None)
+    assert (ppo.settings.ppo_epochs, ppo.settings.entropy_coef, ppo.settings.gamma) == (4, 0.01, 0.99)  # the trainer's
     chosen = RLTrainer(dataclasses.replace(TRAINING_DEFAULTS, ppo_epochs=3, kl_kind="k2", clip_high=0.28,
                                            loss_agg_mode="seq-mean-token-mean"))
-    assert (chosen.resolved.ppo_epochs, chosen.resolved.kl_kind, chosen.loss.clip_high, chosen.loss.agg_mode) == (
+    assert (chosen.settings.ppo_epochs, chosen.settings.kl_kind, chosen.loss.clip_high, chosen.loss.agg_mode) == (
         3, "k2", 0.28, "seq-mean-token-mean")
 
 

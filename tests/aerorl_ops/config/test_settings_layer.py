@@ -71,7 +71,7 @@ def test_every_section_maps_onto_its_dataclass():
      "has unknown keys ['stepz']; known keys: base_model, env, eval_env, train_split"),
     ({"reward": {"target_tokens": 3}}, "reward", "is not a table of this file"),
     ({"training": {"algorithm": "trpo"}}, "training.algorithm", "must be one of ('grpo', 'dr_grpo', 'rloo', "
-     "'reinforce_pp', 'ppo'), got 'trpo'"),
+     "'reinforce_pp', 'ppo', 'dapo', 'gspo'), got 'trpo'"),
     ({"training": {"quant_bits": 3}}, "training.quant_bits", "must be 4 (nf4), 8 (int8) or 16, got 3"),
     ({"training": {"kl_coef": -1}}, "training.kl_coef", "must be >= 0, got -1"),
     ({"training": {"group_size": 0}}, "training.group_size", "must be a positive integer, got 0"),

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,10 @@ SETTINGS = {
     # PPO's value head and GAE over the global batch, LoRA with its base as the reference, a frozen vision tower
     "ppo_lora": dict(algorithm="ppo", group_size=2, kl_coef=0.05, lora_rank=4, reference="lora_base",
                      freeze_vision_tower=True, ppo_epochs=2, grad_accumulation=4, learning_rate=3e-3),
+    # DAPO's dynamic sampling (groups of 2 rewarded by parity: often all equal, so rounds and rebuilt batches),
+    # overlong shaping and filtering, GMPO's per-row loss share beside the token-mean KL's
+    "dapo_gmpo": dict(algorithm="dapo", policy_loss="gmpo", group_size=2, kl_coef=0.05, quant_bits=16,
+                      mask_truncated=True, max_sampling_rounds=3, grad_accumulation=2),
 }
 
 
@@ -109,7 +114,8 @@ def train(rank: int, world_size: int, port: int, model_dir: str, settings: dict,
 
     start = parameters()
     steps = [trainer.supervised_step(env, sampler.batch(0, WARMUP_BATCH))]
-    steps += [trainer.rl_step(env, sampler.batch(step, PROMPTS)) for step in range(1, RL_STEPS + 1)]
+    steps += [trainer.rl_step(env, sampler.batch(step, PROMPTS), partial(sampler.batch, step, PROMPTS))
+              for step in range(1, RL_STEPS + 1)]
     if dp.is_main:
         torch.save({"start": start, "end": parameters(), "steps": steps}, out)
     dp.close()
@@ -139,6 +145,10 @@ def test_two_gloo_ranks_train_the_parameters_one_process_trains(name, tiny_model
         assert b.loss == pytest.approx(a.loss, rel=1e-4, abs=1e-5)
         assert b.grad_norm == pytest.approx(a.grad_norm, rel=1e-4)
         assert b.response_length == pytest.approx(a.response_length)
+        assert (a.groups_sampled, a.groups_kept, a.groups_dropped, a.groups_filled, a.sampling_rounds) == (
+            b.groups_sampled, b.groups_kept, b.groups_dropped, b.groups_filled, b.sampling_rounds)
+    if SETTINGS[name].get("algorithm") == "dapo":  # batches of several rounds were rebuilt on both ranks
+        assert max(s.sampling_rounds for s in single["steps"][1:]) > 1
     assert any(s.reward_std for s in single["steps"][1:])  # rewards varied: the advantages were not all 0
 
 

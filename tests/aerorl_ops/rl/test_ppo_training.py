@@ -52,7 +52,7 @@ def test_one_epoch_keeps_the_ratio_at_one_and_two_epochs_move_it(tiny_model_dir,
 
 def test_a_ppo_step_trains_the_value_head_and_reports_its_stats(tiny_model_dir, env):
     trainer = trainer_for(tiny_model_dir, algorithm="ppo", kl_coef=0.05, quant_bits=16)
-    assert (trainer.resolved.ppo_epochs, trainer.resolved.kl_placement, trainer.resolved.kl_kind) == (4, "reward", "k1")
+    assert (trainer.settings.ppo_epochs, trainer.settings.kl_placement, trainer.settings.kl_kind) == (4, "reward", "k1")
     assert trainer.value_head is not None and not trainer.value_head.linear.weight.any()  # zero-initialised
     stats = trainer.rl_step(env, [0, 1])
     assert stats.phase == "ppo" and trainer.state.step == 1 and not stats.skipped

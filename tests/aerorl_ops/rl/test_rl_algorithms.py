@@ -78,3 +78,24 @@ def test_unset_settings_take_the_algorithms_defaults_and_set_ones_win():
 def test_an_unknown_algorithm_lists_the_known_ones():
     with pytest.raises(ValueError, match="grpo, dr_grpo, rloo, reinforce_pp, ppo"):
         build_algorithm("ppo2")
+
+
+def test_dapo_and_gspo_are_the_papers_settings_and_set_ones_win():
+    from aerorl_ops.config.training import TrainingSettings
+    from aerorl_ops.rl.algorithms import resolved_settings
+
+    def chosen(settings, *names):
+        return tuple(getattr(settings, name) for name in names)
+
+    names = ("policy_loss", "clip_low", "clip_high", "loss_agg_mode", "kl_coef", "dynamic_sampling", "overlong_buffer")
+    assert chosen(resolved_settings(TrainingSettings()), *names) == ("ppo", 0.2, 0.2, "token-mean", 0.04, False, 0)
+    # DAPO: clip-higher, token-mean, dynamic sampling, the overlong buffer a fifth of the reply (20 of 100), no KL
+    assert chosen(resolved_settings(TrainingSettings(algorithm="dapo", max_new_tokens=100)), *names) == (
+        "ppo", 0.2, 0.28, "token-mean", 0.0, True, 20)
+    assert resolved_settings(TrainingSettings(algorithm="dapo", max_new_tokens=3)).overlong_buffer == 1  # at least 1
+    assert chosen(resolved_settings(TrainingSettings(algorithm="gspo")), *names) == (
+        "gspo", 3e-4, 4e-4, "seq-mean-token-mean", 0.0, False, 0)
+    mine = resolved_settings(TrainingSettings(algorithm="dapo", clip_high=0.3, kl_coef=0.01, dynamic_sampling=False,
+                                              overlong_buffer=0, policy_loss="cispo"))
+    assert chosen(mine, *names) == ("cispo", 0.2, 0.3, "token-mean", 0.01, False, 0)
+    assert resolved_settings(mine) == mine  # resolving twice changes nothing

@@ -47,7 +47,7 @@ TABLES = {
         "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, sample_id VARCHAR "
         "NOT NULL, dataset VARCHAR, verifier DOUBLE, grounding DOUBLE, format DOUBLE, cost DOUBLE, "
         "total_reward DOUBLE, passed BOOLEAN, manual_pass BOOLEAN, anls DOUBLE, relaxed_accuracy DOUBLE, "
-        "correct BOOLEAN, reward_config JSON"
+        "correct BOOLEAN, reward_config JSON, judge DOUBLE"
     ),
     "benchmark_summary": (
         "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, dataset VARCHAR NOT "
@@ -79,7 +79,8 @@ TABLES = {
         "vision_token_fraction DOUBLE, tokens_per_s DOUBLE, step_s DOUBLE, grad_norm DOUBLE, learning_rate "
         "DOUBLE, skipped BOOLEAN, peak_memory_mb DOUBLE, curriculum_stage INTEGER, episodes_seen BIGINT, "
         "approx_kl DOUBLE, dual_clip_fraction DOUBLE, value_loss DOUBLE, value_clip_fraction DOUBLE, "
-        "explained_variance DOUBLE"
+        "explained_variance DOUBLE, groups_sampled INTEGER, groups_kept INTEGER, groups_dropped INTEGER, "
+        "groups_filled INTEGER, sampling_rounds INTEGER"
     ),
     "training_evals": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, wall_s DOUBLE, accuracy DOUBLE, "
