@@ -61,7 +61,7 @@ def main() -> int:
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
     from aerorl_ops.models.entry import GenerationBackend
-    from aerorl_ops.rl import trainer as trainer_module
+    from aerorl_ops.rl import step_rollout as trainer_module  # where an RL step samples its parts
     from aerorl_ops.rl.run_inputs import training_environments
     from aerorl_ops.rl.runtimes import policy_and_reference
     from aerorl_ops.rl.schedule import ItemSampler

@@ -113,8 +113,9 @@ class VLLMSampler:
         self.syncs += 1
 
     def sample(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
-               sampling: SamplingLike | None, n: int = 1, seed: int | None = None) -> SampledReplies:
-        """``n`` replies to each chat-templated prompt with its images; greedy when ``sampling`` is None.
+               sampling: SamplingLike | None, n: int | Sequence[int] = 1, seed: int | None = None) -> SampledReplies:
+        """``n`` replies to each chat-templated prompt with its images (``n[i]`` to prompt i when a
+        sequence), prompt-major; greedy when ``sampling`` is None.
 
         With ``seed``, prompt i is sampled with seed ``seed + i``: the same seed and prompts give the
         same replies whatever else the engine runs.
@@ -123,7 +124,7 @@ class VLLMSampler:
         return self._replies(outputs, max_new_tokens)
 
     def sample_with_logprobs(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]],
-                             max_new_tokens: int, sampling: SamplingLike | None, n: int = 1,
+                             max_new_tokens: int, sampling: SamplingLike | None, n: int | Sequence[int] = 1,
                              seed: int | None = None) -> tuple[SampledReplies, list[list[float]]]:
         """:meth:`sample`, plus the engine's log-probability of each reply token: for checks against
         the policy's own, never for training."""
@@ -133,11 +134,15 @@ class VLLMSampler:
         return replies, [row[: len(ids)] for row, ids in zip(logprobs, replies.token_ids, strict=True)]
 
     def _run(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
-             sampling: SamplingLike | None, n: int, seed: int | None, logprobs: bool) -> list[EngineOutput]:
+             sampling: SamplingLike | None, n: int | Sequence[int], seed: int | None,
+             logprobs: bool) -> list[EngineOutput]:
         requests = [EngineRequest(prompt, tuple(row_images))
                     for prompt, row_images in zip(prompts, images, strict=True)]
-        params = [self._params(max_new_tokens, sampling, n, None if seed is None else seed + i, logprobs)
-                  for i in range(len(prompts))]
+        counts = [n] * len(prompts) if isinstance(n, int) else list(n)
+        if len(counts) != len(prompts):
+            raise ValueError(f"n has {len(counts)} counts for {len(prompts)} prompts")
+        params = [self._params(max_new_tokens, sampling, count, None if seed is None else seed + i, logprobs)
+                  for i, count in enumerate(counts)]
         return self.engine.run(requests, params)
 
     def _params(self, max_new_tokens: int, sampling: SamplingLike | None, n: int, seed: int | None, logprobs: bool):

@@ -7,8 +7,10 @@
 - ``collect_rollout``: ``group_size`` samples per prompt, each graded by ``env.step``;
   ``sample_parts``: the same over given micro-batches of indices, each optionally seeded. Given a
   ``ReplySampler`` (``generation.vllm_sampler.VLLMSampler``), it samples the replies from the same
-  prompt text instead of the policy's ``generate``; either way the batches hold the prompts and
-  reply tokens only, so the trainer scores the replies with the policy itself;
+  prompt text instead of the policy's ``generate``, one request per prompt with ``n`` = its replies in
+  the part (``prompt_runs``: the engine encodes each image once, not ``group_size`` times); either
+  way the batches hold the prompts and reply tokens only, so the trainer scores the replies with the
+  policy itself;
 - ``supervised_batch``: prompts followed by their reference answer and the token that ends an
   assistant turn of the model's family (``models.family_parts``: Gemma 3's ``<end_of_turn>``, Qwen's
   ``<|im_end|>``; the plain answer format: the environment's first answer, no JSON), for the masked
@@ -45,8 +47,26 @@ class ReplySampler(Protocol):
     """What samples rollout replies in place of the policy's ``generate``: ``VLLMSampler`` has it."""
 
     def sample(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
-               sampling: Sampling | None, n: int = 1,
+               sampling: Sampling | None, n: int | Sequence[int] = 1,
                seed: int | None = None) -> tuple[list[list[int]], list[str], list[bool]]: ...
+
+
+def prompt_runs(items: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The first row of each run of equal consecutive ``items`` (a prompt's group, or the part of it a
+    micro-batch holds), and the run's length: a ``ReplySampler`` asks for each prompt once, with
+    ``n`` replies, so the engine encodes its image once, not once per reply.
+
+    >>> prompt_runs([7, 7, 7, 3, 3, 7])
+    ([0, 3, 5], [3, 2, 1])
+    """
+    firsts, counts = [], []
+    for row, item in enumerate(items):
+        if counts and item == items[row - 1]:
+            counts[-1] += 1
+        else:
+            firsts.append(row)
+            counts.append(1)
+    return firsts, counts
 
 
 SEEDS_PER_PART = 2**20
@@ -85,8 +105,10 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]]
         inputs = encode_observations(loaded, observations)
         if sampler is not None:
             seed = None if seeds is None else seeds[k] * SEEDS_PER_PART % 2**62
-            replies = Replies(*sampler.sample(observation_prompts(loaded, observations),
-                                              [o.images for o in observations], max_new_tokens, sampling, seed=seed))
+            firsts, counts = prompt_runs(part)  # one request per prompt, n = its replies in this part
+            asked = [observations[row] for row in firsts]
+            replies = Replies(*sampler.sample(observation_prompts(loaded, asked), [o.images for o in asked],
+                                              max_new_tokens, sampling, n=counts, seed=seed))
         else:
             if seeds is not None:
                 torch.manual_seed(seeds[k])

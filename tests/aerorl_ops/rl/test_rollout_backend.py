@@ -56,6 +56,7 @@ class StandInSampler:
         self.fail = fail
         self.synced: list[dict[str, torch.Tensor]] = []
         self.calls: list[tuple[list[str], list[int], int | None, int]] = []  # prompts, images, seed, syncs so far
+        self.counts: list[list[int]] = []  # replies asked of each prompt, per call
         self.closed = False
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -65,7 +66,9 @@ class StandInSampler:
         if self.fail:
             raise RuntimeError("the engine fell over")
         self.calls.append((list(prompts), [len(row) for row in images], seed, len(self.synced)))
-        return [list(self.reply) for _ in prompts], ["red"] * len(prompts), [False] * len(prompts)
+        self.counts.append([n] * len(prompts) if isinstance(n, int) else list(n))
+        replies = sum(self.counts[-1])  # prompt-major: n[i] replies to prompt i
+        return [list(self.reply) for _ in range(replies)], ["red"] * replies, [False] * replies
 
     def close(self) -> None:
         self.closed = True
@@ -144,17 +147,18 @@ def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores
     for k, weights in enumerate(sampler.synced):
         assert same_weights(weights, before[k])  # the policy after update k-1 (the warm-up's, for k = 0)
         assert not same_weights(weights, before[k - 1] if k else checkpoint)  # ... which the update changed
-    # two micro-batches per step, each sampled after that step's sync, with the transformers path's prompts
-    # and a distinct seed per prompt (a sampler seeds prompt i with seed + i)
+    # two micro-batches per step (one prompt's group each), each sampled after that step's sync, with the
+    # transformers path's prompt asked once for its group_size replies (its image sent once), and a distinct
+    # seed per prompt (a sampler seeds prompt i with seed + i)
     assert [syncs for *_, syncs in sampler.calls] == [1, 1, 2, 2, 3, 3]
+    assert sampler.counts == [[CONFIG.group_size]] * 6
     for k, step_prompts in enumerate(prompts):
-        rows = [index for index in step_prompts for _ in range(CONFIG.group_size)]
         calls = sampler.calls[2 * k: 2 * k + 2]
-        expected = observation_prompts(loaded, observe_all(env, rows))
+        expected = observation_prompts(loaded, observe_all(env, step_prompts))
         assert [prompt for call in calls for prompt in call[0]] == expected
-        assert all(images == [1, 1] for _, images, _, _ in calls)
+        assert all(images == [1] for _, images, _, _ in calls)
         seeds = [seed + i for texts, _, seed, _ in calls for i in range(len(texts))]
-        assert len(set(seeds)) == len(seeds) == 4
+        assert len(set(seeds)) == len(seeds) == 2
 
     copy = load_vlm(ModelSource(str(tiny_model_dir)), torch.device("cpu"))
     copy.model.train(loaded.model.training)
