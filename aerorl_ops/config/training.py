@@ -145,6 +145,11 @@ class TrainingSettings:
                                   check=fraction)
     grad_accumulation: int = setting(1, help="micro-batches per optimizer update (same gradient, less memory)",
                                      check=positive_int)
+    micro_batch_tokens: int = setting(0, help="RL: cut each rank's rows of an update into micro-batches of at most "
+                                      "this many padded tokens (rows x longest row), similar lengths together, for "
+                                      "the scoring and update passes (verl's dynamic batch size; the gradient is "
+                                      "the same); 0 = grad_accumulation micro-batches by row count",
+                                      check=non_negative_int)
     max_nonfinite_steps: int = setting(3, help="NaN/inf guard: stop after this many skipped updates in a row",
                                        check=positive_int)
     kl_coef: float | None = setting(None, help="KL coefficient to the reference (0 = no reference is loaded); "

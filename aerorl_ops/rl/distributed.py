@@ -160,9 +160,12 @@ class BatchShards:
     parts: tuple[tuple[int, ...], ...]  # global micro-batch -> its rows of the global batch
     minibatches: tuple[tuple[int, ...], ...]  # minibatch -> its global micro-batch ids
     world_size: int
+    owners: tuple[int, ...] | None = None  # global micro-batch -> its rank; None: an even run of each minibatch
 
     def owned(self, rank: int) -> list[list[int]]:
         """Per minibatch, the global micro-batch ids ``rank`` owns."""
+        if self.owners is not None:
+            return [[part for part in group if self.owners[part] == rank] for group in self.minibatches]
         return [list(group[rank * len(group) // self.world_size:(rank + 1) * len(group) // self.world_size])
                 for group in self.minibatches]
 
@@ -180,9 +183,12 @@ class BatchShards:
 
     def gather(self, dp: DataParallel, local: torch.Tensor) -> torch.Tensor:
         """Every rank's rows in global row order: local [b, ...] (``rows_of(dp.rank)``) -> [B, ...]."""
-        if dp.world_size == 1:
-            return local
         ranks = range(self.world_size)
+        if dp.world_size == 1:
+            rows = self.rows_of(0)
+            if rows == sorted(rows):
+                return local
+            return torch.empty_like(local).index_copy_(0, torch.tensor(rows, device=local.device), local)
         by_rank = dp.gather_rows(local, [len(self.rows_of(rank)) for rank in ranks])  # [B, ...] rank after rank
         order = torch.tensor([row for rank in ranks for row in self.rows_of(rank)], device=by_rank.device)  # [B]
         return torch.empty_like(by_rank).index_copy_(0, order, by_rank)

@@ -41,6 +41,7 @@ class StepStats:
     groups_dropped: int | None = None  # RL, dynamic sampling: groups whose rewards were all equal, left out
     groups_filled: int | None = None  # RL, dynamic sampling: uninformative groups trained on (rounds ran out)
     sampling_rounds: int | None = None  # RL: rollout rounds of the step
+    padded_token_fraction: float | None = None  # padding / all positions of the step's micro-batches
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)

@@ -15,6 +15,11 @@ on what one process would.
 
 Round r samples global micro-batch ``part`` with seed ``seed_of(part + r * ROUND_PARTS)``; round 0 is
 exactly the rollout without dynamic sampling.
+
+With ``micro_batch_tokens`` (verl's dynamic batch size), the sampled batch is cut again for the scoring
+and update passes: each rank keeps its rows of every minibatch, cut by ``rl.token_budget`` into
+micro-batches of at most that many padded tokens (similar lengths together), rebuilt from the replies.
+Which rows form each minibatch, and so the gradient, does not change (``RLLoss.shares``).
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.episodes import Sampling
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rl.distributed import DataParallel, RolloutShare
+from aerorl_ops.rl.distributed import BatchShards, DataParallel, RolloutShare
 from aerorl_ops.rl.policy_losses import overlong_penalty
 from aerorl_ops.rl.rollout import ReplySampler, reply_batches, sample_parts
 from aerorl_ops.rl.sequences import SequenceBatch
 from aerorl_ops.rl.step_parts import Outcomes
+from aerorl_ops.rl.token_budget import token_budget_parts
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +71,7 @@ class StepRollout:
     outcomes: Outcomes  # [B] rewards (overlong-shaped), correct, truncated
     groups: GroupCounts
     generation_s: float
+    token_ids: torch.Tensor  # [B, max_new_tokens] the replies, NO_TOKEN after each
 
 
 @dataclass(frozen=True)
@@ -123,11 +130,20 @@ def step_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settin
                  more_prompts: Callable[[int], Sequence[int]] | None = None) -> StepRollout:
     """The batch of an RL step on ``prompts`` (module docstring); ``settings`` resolved for the
     algorithm; ``more_prompts(r)``: round r's prompts (r >= 1; None: one round only)."""
+    rollout = _sampled(loaded, env, prompts, settings, dp, seed_of, sampler, more_prompts)
+    if settings.micro_batch_tokens:
+        return _cut_by_tokens(loaded, env, rollout, settings.micro_batch_tokens, dp)
+    return rollout
+
+
+def _sampled(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: TrainingSettings,
+             dp: DataParallel, seed_of: Callable[[int], int], sampler: ReplySampler | None,
+             more_prompts: Callable[[int], Sequence[int]] | None) -> StepRollout:
     first = _sample_round(loaded, env, prompts, 0, settings, dp, seed_of, sampler)
     groups = len(prompts)
     if not settings.dynamic_sampling:
         return StepRollout(first.indices, first.share, first.batches, first.lengths, first.outcomes,
-                           GroupCounts(groups, groups, 0, 1, 0), first.generation_s)
+                           GroupCounts(groups, groups, 0, 1, 0), first.generation_s, first.token_ids)
     rounds, kept, dropped = [first], [], []
     while True:
         current = len(rounds) - 1
@@ -148,7 +164,7 @@ def step_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settin
     generation_s = sum(r.generation_s for r in rounds)
     if chosen == [(0, group) for group in range(groups)]:  # the first round as sampled
         return StepRollout(first.indices, first.share, first.batches, first.lengths, first.outcomes, counts,
-                           generation_s)
+                           generation_s, first.token_ids)
     return _rebuilt(loaded, env, rounds, chosen, settings, dp, counts, generation_s)
 
 
@@ -168,7 +184,39 @@ def _rebuilt(loaded: LoadedVLM, env: TaskEnv, rounds: Sequence[_Round], chosen: 
     token_ids = pick(lambda r: r.token_ids)  # [B, max_new_tokens]
     share = dp.share_rollout(len(indices), settings.grad_accumulation * settings.ppo_mini_batches,
                              settings.ppo_mini_batches)
+    batches = _batches_of(loaded, env, share, indices, token_ids, lengths)
+    return StepRollout(indices, share, batches, lengths, outcomes, counts, generation_s, token_ids)
+
+
+def _batches_of(loaded: LoadedVLM, env: TaskEnv, share: RolloutShare, indices: Sequence[int],
+                token_ids: torch.Tensor, lengths: torch.Tensor) -> list[SequenceBatch]:
+    """This rank's micro-batches of ``share``, rebuilt from the global replies ``token_ids`` [B, max_new_tokens]."""
     parts = [list(share.shards.parts[part]) for part in share.parts]
     replies = [[token_ids[row, :int(lengths[row])].tolist() for row in part] for part in parts]
-    batches = reply_batches(loaded, env, [[indices[row] for row in part] for part in parts], replies)
-    return StepRollout(indices, share, batches, lengths, outcomes, counts, generation_s)
+    return reply_batches(loaded, env, [[indices[row] for row in part] for part in parts], replies)
+
+
+def _cut_by_tokens(loaded: LoadedVLM, env: TaskEnv, rollout: StepRollout, budget: int,
+                   dp: DataParallel) -> StepRollout:
+    """``rollout`` with each rank's rows of every minibatch cut into micro-batches of at most ``budget``
+    padded tokens (module docstring); the rows of each minibatch and of each rank stay as they were."""
+    share = rollout.share
+    prompt_tokens = torch.cat([batch.inputs["attention_mask"].sum(dim=1) for batch in rollout.batches]).to(
+        rollout.lengths.device) - rollout.lengths[share.rows(rollout.lengths.device)]  # [b] this rank's rows
+    (prompt_tokens,) = share.gather_rollout(prompt_tokens, device=rollout.lengths.device)  # [B]
+    total = (prompt_tokens + rollout.lengths).tolist()  # [B] attended tokens per row
+    shards = share.shards
+    parts, owners, minibatches = [], [], []
+    for m in range(len(shards.minibatches)):
+        group = []
+        for rank in range(dp.world_size):
+            rows = [row for part in shards.owned(rank)[m] for row in shards.parts[part]]
+            for cut in token_budget_parts([total[row] for row in rows], budget):
+                group.append(len(parts))
+                parts.append(tuple(rows[k] for k in cut))
+                owners.append(rank)
+        minibatches.append(tuple(group))
+    cut_share = RolloutShare(BatchShards(tuple(parts), tuple(minibatches), dp.world_size, tuple(owners)), dp)
+    batches = _batches_of(loaded, env, cut_share, rollout.indices, rollout.token_ids, rollout.lengths)
+    return StepRollout(rollout.indices, cut_share, batches, rollout.lengths, rollout.outcomes, rollout.groups,
+                       rollout.generation_s, rollout.token_ids)

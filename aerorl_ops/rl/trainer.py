@@ -367,8 +367,9 @@ class RLTrainer:
                extra: dict[str, float | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
         """The step's statistics over every rank's ``batches``; the times and memory are this rank's."""
         elapsed = time.perf_counter() - started
-        attended, counted, vision, rows = self.dp.sum([
+        attended, padded, counted, vision, rows = self.dp.sum([
             sum(float(b.inputs["attention_mask"].sum()) for b in batches),
+            sum(float(b.inputs["attention_mask"].numel()) for b in batches),
             sum(float(b.completion_mask.sum()) for b in batches),
             sum(float((b.vision_mask & b.inputs["attention_mask"].bool()).sum()) for b in batches),
             sum(b.input_ids.shape[0] for b in batches)])
@@ -384,6 +385,7 @@ class RLTrainer:
             masked_token_fraction=counted / attended if attended else 0.0,
             vision_token_fraction=vision / attended if attended else 0.0,
             tokens_per_s=attended / elapsed if elapsed > 0 else 0.0,
+            padded_token_fraction=1.0 - attended / padded if padded else 0.0,
             step_s=elapsed, grad_norm=grad_norm, learning_rate=self.learning_rate, skipped=skipped,
             peak_memory_mb=peak_memory_mb(self._policy().loaded.device),
         )

@@ -80,7 +80,7 @@ T = TypeVar("T")
 
 
 ID_WHEN_SET = ("freeze_projector", "policy_loss", "tau_pos", "tau_neg", "dynamic_sampling", "max_sampling_rounds",
-               "overlong_buffer", "overlong_penalty_factor", "mask_truncated")
+               "overlong_buffer", "overlong_penalty_factor", "mask_truncated", "micro_batch_tokens")
 """Settings added since the run-id format: each enters the id only when set away from its default, so
 adding a setting leaves the id (and so the resume) of every run made before it as it was."""
 ID_RESOLVED = ("kl_coef", "loss_agg_mode", "clip_low", "clip_high")

@@ -54,6 +54,7 @@ TRAINING_STEPS = TableSpec(
             "approx_kl", "dual_clip_fraction", "value_loss", "value_clip_fraction", "explained_variance")],
         *[(name, pa.int32()) for name in (
             "groups_sampled", "groups_kept", "groups_dropped", "groups_filled", "sampling_rounds")],
+        ("padded_token_fraction", pa.float64()),
     ]),
     ("run_id",),
 )

@@ -35,7 +35,8 @@ SETTINGS = {
     # DAPO's dynamic sampling (groups of 2 rewarded by parity: often all equal, so rounds and rebuilt batches),
     # overlong shaping and filtering, GMPO's per-row loss share beside the token-mean KL's
     "dapo_gmpo": dict(algorithm="dapo", policy_loss="gmpo", group_size=2, kl_coef=0.05, quant_bits=16,
-                      mask_truncated=True, max_sampling_rounds=3, grad_accumulation=2),
+                      mask_truncated=True, max_sampling_rounds=3, grad_accumulation=2,
+                      micro_batch_tokens=200),  # and token-budget micro-batches (each rank cuts its own rows)
 }
 
 

@@ -138,3 +138,35 @@ def test_mask_truncated_leaves_cut_replies_out_of_the_loss_and_the_step_records_
     with duckdb.connect(str(tmp_path / "r.duckdb")) as conn:
         assert conn.execute("SELECT groups_sampled, groups_kept, groups_dropped, groups_filled, sampling_rounds "
                             "FROM training_steps WHERE run_id = 'run'").fetchall() == [(4, 2, 1, 0, 2)]
+
+
+def test_token_budget_micro_batches_change_the_cut_not_the_update(tiny_model_dir, env):
+    """One RL step with 2 fixed micro-batches of 4 rows, and with micro-batches of at most 260 padded
+    tokens (3 rows of ~85 tokens each): other micro-batches, less padding, the same accumulated gradient."""
+    from aerorl_ops.rl.runtimes import policy_and_reference
+    from aerorl_ops.rl.trainer import RLTrainer
+
+    torch.set_num_threads(1)
+    grads, steps, cuts = {}, {}, {}
+    for budget in (0, 260):
+        config = TrainingSettings(group_size=2, prompts_per_step=4, max_new_tokens=3, grad_accumulation=2,
+                                  kl_coef=0.0, seed=4, learning_rate=1e-2, micro_batch_tokens=budget)
+        policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
+        trainer = RLTrainer(config, policy)
+        cut = []
+        score = trainer._score_rollout
+        trainer._score_rollout = lambda batches, mask, cut=cut, score=score: (
+            cut.extend(b.input_ids.shape[0] for b in batches), score(batches, mask))[1]
+        named = dict(policy.loaded.model.named_parameters())
+        step = trainer.optimizer.step
+        trainer.optimizer.step = lambda step=step, named=named, budget=budget: (grads.__setitem__(
+            budget, {n: p.grad.clone() for n, p in named.items() if p.grad is not None}), step())[1]
+        steps[budget] = trainer.rl_step(env, [4, 5, 6, 7])
+        cuts[budget] = cut
+    assert cuts[0] == [4, 4] and cuts[260] == [3, 3, 2]
+    assert steps[260].padded_token_fraction <= steps[0].padded_token_fraction
+    assert steps[260].loss == pytest.approx(steps[0].loss, abs=1e-6)
+    assert grads[0].keys() == grads[260].keys() and grads[0]
+    largest = max(float(g.abs().max()) for g in grads[0].values())
+    difference = max(float((grads[0][n] - grads[260][n]).abs().max()) for n in grads[0])
+    assert largest > 1e-4 and difference < 1e-6 * largest
