@@ -6,7 +6,7 @@ an error listing the known ones; an unknown setting, or a missing required one, 
 naming it and listing the settings that environment takes.
 
 >>> sorted(ENVIRONMENTS)
-['chartqa', 'docvqa', 'easy_vqa', 'jsonl', 'parquet']
+['chartqa', 'docvqa', 'easy_vqa', 'easy_vqa_two_tries', 'jsonl', 'parquet']
 >>> env_settings("jsonl")[:3]
 ('path', 'split', 'limit')
 """
@@ -23,11 +23,13 @@ from aerorl_ops.envs.benchmark_tasks import chartqa_env, docvqa_env
 from aerorl_ops.envs.easy_vqa import easy_vqa_env
 from aerorl_ops.envs.jsonl_task import jsonl_env
 from aerorl_ops.envs.parquet_task import parquet_env
+from aerorl_ops.envs.two_tries import easy_vqa_two_tries_env
 
 EnvFactory = Callable[..., TaskEnv]
 
 ENVIRONMENTS: dict[str, EnvFactory] = {
     "easy_vqa": easy_vqa_env,
+    "easy_vqa_two_tries": easy_vqa_two_tries_env,
     "docvqa": docvqa_env,
     "chartqa": chartqa_env,
     "jsonl": jsonl_env,

@@ -121,13 +121,14 @@ def outcome_token_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) ->
 
 
 def token_rewards(rewards: torch.Tensor, response_mask: torch.Tensor, kl: torch.Tensor | None = None,
-                  kl_coef: float = 0.0) -> torch.Tensor:
-    """``r[i, t] = rewards[i]`` at row i's last counted token, 0 elsewhere, minus ``kl_coef * kl[i, t]``
-    at every counted token when ``kl`` is given (the KL folded into the reward).
+                  kl_coef: float = 0.0, placed: torch.Tensor | None = None) -> torch.Tensor:
+    """``r[i, t] = rewards[i]`` at row i's last counted token, 0 elsewhere (or ``placed``: rewards already
+    at their tokens, as a multi-turn episode's per-turn rewards), minus ``kl_coef * kl[i, t]`` at every
+    counted token when ``kl`` is given (the KL folded into the reward).
 
-    rewards: [B]; response_mask, kl: [B, T] -> [B, T].
+    rewards: [B]; response_mask, kl, placed: [B, T] -> [B, T].
     """
-    outcome = outcome_token_rewards(rewards, response_mask)  # [B, T]
+    outcome = outcome_token_rewards(rewards, response_mask) if placed is None else placed  # [B, T]
     if kl is None:
         return outcome
     return outcome - kl_coef * kl.to(outcome.dtype) * response_mask.to(outcome.dtype)  # [B, T]

@@ -65,6 +65,14 @@ class DataParallel:
         dist.all_reduce(total)
         return total.tolist()
 
+    def max(self, value: int) -> int:
+        """The largest ``value`` over the ranks."""
+        if self.world_size == 1:
+            return value
+        largest = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+        return int(largest.item())
+
     def gather_rows(self, local: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
         """Every rank's rows, rank after rank: local [counts[rank], ...] -> [sum(counts), ...]. The
         trailing dimensions must agree across ranks (pad a width to the global one first)."""

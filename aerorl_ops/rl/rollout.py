@@ -40,6 +40,7 @@ from aerorl_ops.eval_runner.replies import encode_observations, observation_prom
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.models.family_parts import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rl.multi_turn import max_turns, sample_episodes
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
 
 
@@ -77,9 +78,11 @@ integers, are spread this far apart, so no two prompts of a step share a seed.""
 class Rollout(NamedTuple):
     indices: list[int]  # [B] environment indices, each prompt repeated group_size times, groups contiguous
     batches: list[SequenceBatch]  # one per micro-batch, rows in order
-    replies: Replies
+    replies: Replies  # multi-turn: the completion ids hold every reply and the environment's tokens
     graded: Graded
     generation_s: float
+    actions: list[list[bool]] | None = None  # multi-turn: [B] per completion token, the model's own (rl.multi_turn)
+    turn_rewards: list[list[tuple[int, float]]] | None = None  # multi-turn: [B] (completion position, reward)
 
 
 def collect_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], group_size: int, max_new_tokens: int,
@@ -98,6 +101,11 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]]
     With ``seeds``, torch (or ``sampler``'s requests) is seeded from ``seeds[k]`` right before part k
     is generated, so a part's samples do not depend on which other parts this process generates.
     With ``sampler``, it samples the replies (the policy's prompts still make the batches)."""
+    if max_turns(env) > 1:
+        if sampler is not None:
+            raise ValueError(f"environment {env.name!r} is multi-turn: its rollouts need rollout_backend = \"hf\" "
+                             "(a vLLM sampler takes one prompt per reply)")
+        return _multi_turn_parts(loaded, env, parts, max_new_tokens, sampling, seeds)
     batches, token_ids, texts, truncated = [], [], [], []
     started = time.perf_counter()
     for k, part in enumerate(parts):
@@ -122,6 +130,28 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]]
     replies = Replies(token_ids, texts, truncated)
     indices = [index for part in parts for index in part]
     return Rollout(indices, batches, replies, grade(env, indices, replies, eos_token_ids(loaded)), elapsed)
+
+
+def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]], max_new_tokens: int,
+                      sampling: Sampling, seeds: Sequence[int] | None) -> Rollout:
+    """``sample_parts`` for a multi-turn environment: one episode per index (``rl.multi_turn``)."""
+    started = time.perf_counter()
+    batches, episodes = [], []
+    for k, part in enumerate(parts):
+        if seeds is not None:
+            torch.manual_seed(seeds[k])
+        episodes.append(sample_episodes(loaded, env, part, max_new_tokens, sampling))
+        batches.append(append_completions(encode_observations(loaded, observe_all(env, part)),
+                                          episodes[-1].replies.token_ids, loaded.tokenizer.pad_token_id,
+                                          loaded.model.config))
+    replies = Replies(*(sum((getattr(e.replies, name) for e in episodes), []) for name in Replies._fields))
+    graded = Graded(torch.cat([e.graded.rewards for e in episodes]), torch.cat([e.graded.correct for e in episodes]),
+                    {name: torch.cat([e.graded.components.get(name, torch.zeros(len(e.turns))) for e in episodes])
+                     for name in sorted({n for e in episodes for n in e.graded.components})},
+                    sum((e.graded.predictions for e in episodes), []))
+    return Rollout([index for part in parts for index in part], batches, replies, graded,
+                   time.perf_counter() - started, sum((e.actions for e in episodes), []),
+                   sum((e.turn_rewards for e in episodes), []))
 
 
 def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]],

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -71,7 +71,16 @@ class StepRollout:
     outcomes: Outcomes  # [B] rewards (overlong-shaped), correct, truncated
     groups: GroupCounts
     generation_s: float
-    token_ids: torch.Tensor  # [B, max_new_tokens] the replies, NO_TOKEN after each
+    token_ids: torch.Tensor  # [B, W] the replies (multi-turn: with the environment's tokens), NO_TOKEN after each
+    action_mask: torch.Tensor | None = None  # multi-turn: [B, W] bool, the model's own completion tokens
+    turn_rewards: torch.Tensor | None = None  # multi-turn: [B, W] each turn's reward at its last reply token
+
+    def token_rewards(self, mask: torch.Tensor) -> torch.Tensor | None:
+        """Multi-turn: each turn's reward at its position, over ``mask``'s width [B, L]; None for single-turn
+        rollouts (their reward sits at the last counted token: ``rl.algorithms.token_rewards``)."""
+        if self.turn_rewards is None:
+            return None
+        return self.turn_rewards[:, :mask.shape[1]].to(mask.dtype) * mask
 
 
 @dataclass(frozen=True)
@@ -81,10 +90,12 @@ class _Round:
     indices: list[int]  # [B_r]
     share: RolloutShare
     batches: list[SequenceBatch]  # this rank's
-    token_ids: torch.Tensor  # [B_r, max_new_tokens], NO_TOKEN after each reply
+    token_ids: torch.Tensor  # [B_r, W], NO_TOKEN after each reply
     lengths: torch.Tensor  # [B_r]
     outcomes: Outcomes  # [B_r]
     generation_s: float
+    action_mask: torch.Tensor | None  # [B_r, W] multi-turn
+    turn_rewards: torch.Tensor | None  # [B_r, W] multi-turn
 
 
 def shaped_rewards(rewards: torch.Tensor, lengths: torch.Tensor, settings: TrainingSettings) -> torch.Tensor:
@@ -113,16 +124,27 @@ def _sample_round(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], round
                            Sampling(settings.temperature, settings.top_k, settings.top_p),
                            [seed_of(part + round_index * ROUND_PARTS) for part in share.parts], sampler)
     device = loaded.device
-    token_ids = torch.full((len(rollout.replies.token_ids), settings.max_new_tokens), NO_TOKEN, dtype=torch.long)
-    for row, ids in enumerate(rollout.replies.token_ids):
+    replies = rollout.replies.token_ids
+    width = dp.max(max([settings.max_new_tokens, *(len(ids) for ids in replies)]))  # [B, W] on every rank
+    token_ids = torch.full((len(replies), width), NO_TOKEN, dtype=torch.long)
+    for row, ids in enumerate(replies):
         token_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-    lengths, token_ids = share.gather_rollout(torch.tensor([len(ids) for ids in rollout.replies.token_ids]),
-                                              token_ids, device=device)  # [B], [B, max_new_tokens]
+    actions = turn_rewards = None
+    if rollout.actions is not None:
+        actions = torch.zeros((len(replies), width), dtype=torch.bool)
+        turn_rewards = torch.zeros((len(replies), width), dtype=torch.float32)
+        for row, (action, rewards) in enumerate(zip(rollout.actions, rollout.turn_rewards, strict=True)):
+            actions[row, :len(action)] = torch.tensor(action, dtype=torch.bool)
+            for position, reward in rewards:
+                turn_rewards[row, position] = reward
+    lengths, token_ids, actions, turn_rewards = share.gather_rollout(
+        torch.tensor([len(ids) for ids in replies]), token_ids, actions, turn_rewards, device=device)  # [B], [B, W]
     rewards, correct, truncated = share.gather_rollout(
         rollout.graded.rewards, rollout.graded.correct, torch.tensor(rollout.replies.truncated, dtype=torch.bool),
         device=device)  # [B] each
     outcomes = Outcomes(shaped_rewards(rewards, lengths, settings), correct, truncated)
-    return _Round(indices, share, rollout.batches, token_ids, lengths, outcomes, rollout.generation_s)
+    return _Round(indices, share, rollout.batches, token_ids, lengths, outcomes, rollout.generation_s, actions,
+                  turn_rewards)
 
 
 def step_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: TrainingSettings,
@@ -143,7 +165,8 @@ def _sampled(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: 
     groups = len(prompts)
     if not settings.dynamic_sampling:
         return StepRollout(first.indices, first.share, first.batches, first.lengths, first.outcomes,
-                           GroupCounts(groups, groups, 0, 1, 0), first.generation_s, first.token_ids)
+                           GroupCounts(groups, groups, 0, 1, 0), first.generation_s, first.token_ids,
+                           first.action_mask, first.turn_rewards)
     rounds, kept, dropped = [first], [], []
     while True:
         current = len(rounds) - 1
@@ -164,7 +187,7 @@ def _sampled(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: 
     generation_s = sum(r.generation_s for r in rounds)
     if chosen == [(0, group) for group in range(groups)]:  # the first round as sampled
         return StepRollout(first.indices, first.share, first.batches, first.lengths, first.outcomes, counts,
-                           generation_s, first.token_ids)
+                           generation_s, first.token_ids, first.action_mask, first.turn_rewards)
     return _rebuilt(loaded, env, rounds, chosen, settings, dp, counts, generation_s)
 
 
@@ -174,23 +197,31 @@ def _rebuilt(loaded: LoadedVLM, env: TaskEnv, rounds: Sequence[_Round], chosen: 
     n = settings.group_size
     rows = [(r, group * n + k) for r, group in chosen for k in range(n)]  # [B] (round, its global row)
 
-    def pick(field: Callable[[_Round], torch.Tensor]) -> torch.Tensor:
-        return torch.stack([field(rounds[r])[row] for r, row in rows])
+    width = max(r.token_ids.shape[1] for r in rounds)  # rounds may differ in reply width
+
+    def pick(field: Callable[[_Round], torch.Tensor], fill: float = 0) -> torch.Tensor:
+        values = [field(rounds[r])[row] for r, row in rows]
+        return torch.stack([torch.nn.functional.pad(v, (0, width - v.shape[0]), value=fill) if v.dim() else v
+                            for v in values])
 
     indices = [rounds[r].indices[row] for r, row in rows]
     lengths = pick(lambda r: r.lengths)  # [B]
     outcomes = Outcomes(pick(lambda r: r.outcomes.rewards), pick(lambda r: r.outcomes.correct),
                         pick(lambda r: r.outcomes.truncated))  # [B] each
-    token_ids = pick(lambda r: r.token_ids)  # [B, max_new_tokens]
+    token_ids = pick(lambda r: r.token_ids, NO_TOKEN)  # [B, W]
+    multi_turn = rounds[0].action_mask is not None
+    actions = pick(lambda r: r.action_mask) if multi_turn else None  # [B, W]
+    turn_rewards = pick(lambda r: r.turn_rewards) if multi_turn else None  # [B, W]
     share = dp.share_rollout(len(indices), settings.grad_accumulation * settings.ppo_mini_batches,
                              settings.ppo_mini_batches)
     batches = _batches_of(loaded, env, share, indices, token_ids, lengths)
-    return StepRollout(indices, share, batches, lengths, outcomes, counts, generation_s, token_ids)
+    return StepRollout(indices, share, batches, lengths, outcomes, counts, generation_s, token_ids, actions,
+                       turn_rewards)
 
 
 def _batches_of(loaded: LoadedVLM, env: TaskEnv, share: RolloutShare, indices: Sequence[int],
                 token_ids: torch.Tensor, lengths: torch.Tensor) -> list[SequenceBatch]:
-    """This rank's micro-batches of ``share``, rebuilt from the global replies ``token_ids`` [B, max_new_tokens]."""
+    """This rank's micro-batches of ``share``, rebuilt from the global replies ``token_ids`` [B, W]."""
     parts = [list(share.shards.parts[part]) for part in share.parts]
     replies = [[token_ids[row, :int(lengths[row])].tolist() for row in part] for part in parts]
     return reply_batches(loaded, env, [[indices[row] for row in part] for part in parts], replies)
@@ -218,5 +249,4 @@ def _cut_by_tokens(loaded: LoadedVLM, env: TaskEnv, rollout: StepRollout, budget
         minibatches.append(tuple(group))
     cut_share = RolloutShare(BatchShards(tuple(parts), tuple(minibatches), dp.world_size, tuple(owners)), dp)
     batches = _batches_of(loaded, env, cut_share, rollout.indices, rollout.token_ids, rollout.lengths)
-    return StepRollout(rollout.indices, cut_share, batches, rollout.lengths, rollout.outcomes, rollout.groups,
-                       rollout.generation_s, rollout.token_ids)
+    return replace(rollout, share=cut_share, batches=batches)

@@ -281,13 +281,16 @@ class RLTrainer:
                                more_prompts)
         share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each
         local_rows = share.rows(loaded.device)  # [b]
-        mask = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L]
-        scores = RolloutScores(*share.gather_rollout(*self._score_rollout(rollout.batches, mask[local_rows]),
+        completion = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L] replies (and env tokens)
+        scores = RolloutScores(*share.gather_rollout(*self._score_rollout(rollout.batches, completion[local_rows]),
                                                      device=loaded.device))  # [B, L]
+        mask = (completion if rollout.action_mask is None
+                else completion * rollout.action_mask[:, :completion.shape[1]])  # [B, L] the model's own tokens
         kl = (kl_penalty(scores.logprob, scores.ref_logprob, settings.kl_kind)
               if scores.ref_logprob is not None else None)  # [B, L]
         in_reward = settings.kl_placement == "reward"
-        rewards = token_rewards(outcomes.rewards, mask, kl if in_reward else None, settings.kl_coef)  # [B, L]
+        rewards = token_rewards(outcomes.rewards, mask, kl if in_reward else None, settings.kl_coef,
+                                rollout.token_rewards(mask))  # [B, L]
         estimate = self.algorithm.advantages(rewards, mask, rollout.indices, scores.values, settings.gamma,
                                              settings.gae_lambda)
         loss_mask = mask * ~outcomes.truncated[:, None] if settings.mask_truncated else mask  # [B, L]
