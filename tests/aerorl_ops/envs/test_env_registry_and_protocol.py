@@ -21,7 +21,7 @@ def test_unknown_name_lists_the_known_ones():
         make_env("easyvqa", split="test")
 
     assert str(caught.value) == ("unknown environment 'easyvqa'; "
-                                 "known environments: chartqa, docvqa, easy_vqa, jsonl, parquet")
+                                 "known environments: chartqa, docvqa, easy_vqa, easy_vqa_two_tries, jsonl, parquet")
 
 
 def test_unknown_and_missing_settings_are_named():
