@@ -21,7 +21,7 @@ from aerorl_ops.config.judge import JudgeSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.envs.reward_stack_grader import prompt_text
-from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepResult
+from aerorl_ops.envs.wrapped import WrappedEnv
 from aerorl_ops.models.loading import load_vlm
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
 from aerorl_ops.rewards.judge import GradeCache, JudgedScores, JudgeModel, JudgeScorer, JudgeTriple, MemoryGradeCache
@@ -46,39 +46,17 @@ class JudgeTally:
         self.calls += judged.calls
 
 
-class JudgedEnv:
+class JudgedEnv(WrappedEnv):
     """``env``, with ``scorer`` grading its replies and ``weight`` saying how much that grade counts."""
 
     def __init__(self, env: TaskEnv, scorer: JudgeScorer, weight: float) -> None:
-        self.env = env
+        super().__init__(env)
         self.scorer = scorer
         self.weight = weight
-        self.name = env.name
-        self.rejected = env.rejected
         self.tally = JudgeTally()
-
-    def __len__(self) -> int:
-        return len(self.env)
 
     def __repr__(self) -> str:
         return f"JudgedEnv({self.env!r}, judge={self.scorer.judge.key!r}, weight={self.weight})"
-
-    @property
-    def items(self):
-        return self.env.items
-
-    @property
-    def counts(self) -> EnvCounts:
-        return self.env.counts
-
-    def reset(self, index: int) -> tuple[EpisodeState, Observation]:
-        return self.env.reset(index)
-
-    def step(self, state: EpisodeState, completion: Completion) -> StepResult:
-        return self.env.step(state, completion)
-
-    def question_type(self, index: int) -> str | None:
-        return self.env.question_type(index)
 
     def judge(self, indices: Sequence[int], texts: Sequence[str]) -> JudgedScores:
         """The judge's scores of reply ``texts`` to the items at ``indices`` (one batch API call)."""

@@ -26,14 +26,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepInfo, StepResult
+from aerorl_ops.envs.types import Completion, EpisodeState, Observation, StepInfo, StepResult
+from aerorl_ops.envs.wrapped import WrappedEnv
 
 FEEDBACK = "Incorrect, look again."
 SECOND_TRY_REWARD = 0.5
 """A right second answer earns this share of the inner reward."""
 
 
-class TwoTriesEnv:
+class TwoTriesEnv(WrappedEnv):
     """``env``'s questions, each with a second try after a wrong first answer (module docstring)."""
 
     max_turns = 2
@@ -41,31 +42,12 @@ class TwoTriesEnv:
     def __init__(self, env: TaskEnv, feedback: str = FEEDBACK, second_try_reward: float = SECOND_TRY_REWARD) -> None:
         if not 0.0 <= second_try_reward <= 1.0:
             raise ValueError(f"second_try_reward must be in [0, 1], got {second_try_reward!r}")
-        self.env = env
-        self.name = f"{env.name}_two_tries"
-        self.rejected = env.rejected
+        super().__init__(env, f"{env.name}_two_tries")
         self.feedback = feedback
         self.second_try_reward = second_try_reward
 
-    def __len__(self) -> int:
-        return len(self.env)
-
     def __repr__(self) -> str:
         return f"TwoTriesEnv({self.env!r})"
-
-    @property
-    def items(self):
-        return self.env.items
-
-    @property
-    def counts(self) -> EnvCounts:
-        return self.env.counts
-
-    def question_type(self, index: int) -> str | None:
-        return self.env.question_type(index)
-
-    def reset(self, index: int) -> tuple[EpisodeState, Observation]:
-        return self.env.reset(index)
 
     def step(self, state: EpisodeState, completion: Completion) -> StepResult:
         if state.turn not in (0, 1):

@@ -1,0 +1,41 @@
+"""An environment around another one: what the wrapper does not change is the wrapped environment's."""
+
+from __future__ import annotations
+
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepResult
+
+
+class WrappedEnv:
+    """Every ``TaskEnv`` method and attribute of ``env`` (and its ``max_turns``); a subclass overrides
+    what it changes (``envs.judged.JudgedEnv`` grades with a judge too, ``envs.two_tries.TwoTriesEnv``
+    adds a second turn)."""
+
+    def __init__(self, env: TaskEnv, name: str = "") -> None:
+        self.env = env
+        self.name = name or env.name
+        self.rejected = env.rejected
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+    @property
+    def max_turns(self) -> int:
+        return int(getattr(self.env, "max_turns", 1))
+
+    @property
+    def items(self):
+        return self.env.items
+
+    @property
+    def counts(self) -> EnvCounts:
+        return self.env.counts
+
+    def question_type(self, index: int) -> str | None:
+        return self.env.question_type(index)
+
+    def reset(self, index: int) -> tuple[EpisodeState, Observation]:
+        return self.env.reset(index)
+
+    def step(self, state: EpisodeState, completion: Completion) -> StepResult:
+        return self.env.step(state, completion)
