@@ -4,9 +4,10 @@ same-time supervised control, from the same checkpoint.
 From ``--start`` (a checkpoint folder; a ``--preset see`` run's final checkpoint is the intended one;
 default: the embedded tiny model), per seed:
 
-- **RL**: ``--rl-steps`` GRPO steps (the training defaults, ``kl_coef`` 0) on ``easy_vqa_two_tries``: a
+- **RL**: ``--rl-steps`` GRPO steps (the training defaults, ``kl_coef`` 0, at ``--learning-rate``: the
+  ``see`` preset's RL rate, 1e-4, by default) on ``easy_vqa_two_tries``: a
   wrong first answer gets "Incorrect, look again." and a right second answer earns 0.5;
-- **control**: supervised steps on the single-turn answers (``warmup_learning_rate``, ``warmup_batch_size``)
+- **control**: supervised steps on the single-turn answers (``--learning-rate``, ``warmup_batch_size``)
   from the same checkpoint for the RL phase's training seconds (at least one step). It never sees a
   revision of an answer; RL is rewarded for one.
 
@@ -32,6 +33,7 @@ from pathlib import Path
 import torch
 from quiet_logs import quiet_model_logs
 
+from aerorl_ops.config.presets import PRESETS
 from aerorl_ops.config.training import TRAINING_DEFAULTS
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
@@ -58,15 +60,19 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--rl-steps", type=int, default=TRAINING_DEFAULTS.steps)
     parser.add_argument("--eval-size", type=int, default=TRAINING_DEFAULTS.eval_size)
+    parser.add_argument("--learning-rate", type=float, default=PRESETS["see"]["learning_rate"],
+                        help="RL and control rate (default: the see preset's RL rate)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     args = parser.parse_args()
     quiet_model_logs(args.threads)
     start = args.start or str(build_tiny_qwen2vl(Path(tempfile.mkdtemp(prefix="aerorl-two-tries-")) / "tiny"))
-    settings = dataclasses.replace(TRAINING_DEFAULTS, env="easy_vqa_two_tries", kl_coef=0.0)
+    settings = dataclasses.replace(TRAINING_DEFAULTS, env="easy_vqa_two_tries", kl_coef=0.0,
+                                   learning_rate=args.learning_rate)
     test = make_env("easy_vqa_two_tries", split="test", limit=args.eval_size, seed=0)
     held_out = list(range(len(test)))
     start_policy, _ = policy_and_reference(start, settings, device="cpu")
-    print(f"== two tries from {start}: {args.rl_steps} RL steps vs a same-time supervised control, "
+    print(f"== two tries from {start}: {args.rl_steps} RL steps vs a same-time supervised control at lr "
+          f"{args.learning_rate}, "
           f"{len(held_out)} held-out questions, seeds {args.seeds}, torch threads {torch.get_num_threads()}")
     show("start", two_try_report(start_policy.loaded, test, held_out, settings.max_new_tokens, None))
     for seed in args.seeds:
@@ -84,7 +90,7 @@ def main() -> None:
         show("RL", two_try_report(policy.loaded, test, held_out, config.max_new_tokens, None), rl_seconds)
         control, _ = policy_and_reference(start, config, device="cpu")
         supervised = RLTrainer(config, control)
-        supervised.set_learning_rate(config.warmup_learning_rate)
+        supervised.set_learning_rate(config.learning_rate)
         spent, step = 0.0, 0
         while step == 0 or spent < rl_seconds:
             started = time.perf_counter()
