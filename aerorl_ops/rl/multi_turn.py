@@ -10,9 +10,13 @@ loss (their log-probs are computed with the rest and multiplied out). Each turn'
 last token of that turn's reply (``turn_rewards``): per-turn rewards, or per-episode ones where the
 environment gives 0 until its last turn.
 
-A later turn is generated from the conversation so far: the first turn's prompt (with its images)
-followed by the completion tokens, moved flush right (``left_padded``) so ``generate`` continues each
-row. Observations after the first carry text only; one with images is an error (not supported yet).
+A later turn is generated from the conversation so far: the first turn's prompt followed by the
+completion tokens, moved flush right (``left_padded``) so ``generate`` continues each row. An
+environment turn may show images: its tokens then hold the processor's image placeholders (expanded as
+for a prompt) and the conversation's per-image tensors are the processor's for all of the row's
+images in order, the first turn's then each later turn's (``encode_episodes``), so each image stays at
+its own turn's placeholders. A batch rebuilt from completion ids alone (another rank's rows, a token
+budget's cut) finds the later turns' images again by replaying the episode (``replayed_turns``).
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
+from PIL import Image
 
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling, generate_replies
-from aerorl_ops.eval_runner.replies import encode_observations
+from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.models.family_parts import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
@@ -42,30 +47,121 @@ def max_turns(env: TaskEnv) -> int:
     return int(getattr(env, "max_turns", 1))
 
 
+@dataclass(frozen=True)
+class EnvTurn:
+    """An environment's turn as the model reads it after a reply's end-of-turn token."""
+
+    ids: tuple[int, ...]  # its tokens, image placeholders expanded as the processor expands them
+    text: str  # the chat template's text of it (image placeholders as written)
+    images: tuple[Image.Image, ...] = ()  # in placeholder order
+
+
 def env_turn_ids(loaded: LoadedVLM, observation: Observation) -> list[int]:
     """The tokens the chat template writes after an assistant turn's end-of-turn token, for the user
     turn ``observation`` and the next assistant header."""
-    if observation.images:
-        raise ValueError("an environment turn with images is not supported yet: observations after the first "
-                         "turn carry text only")
-    texts = tuple(part["text"] for message in observation.messages for part in message["content"]
-                  if part.get("type") == "text")
-    return list(_env_turn_ids(loaded.processor, loaded.tokenizer, end_of_turn_id(loaded.model, loaded.tokenizer),
-                              tuple(message["role"] for message in observation.messages), texts))
+    return list(env_turn(loaded, observation).ids)
+
+
+def env_turn(loaded: LoadedVLM, observation: Observation) -> EnvTurn:
+    """``observation`` as the user turn after a reply, followed by the next assistant header."""
+    roles = tuple(message["role"] for message in observation.messages)
+    parts = tuple(tuple((part.get("type", "text"), part.get("text", "")) for part in message["content"])
+                  for message in observation.messages)
+    images = sum(kind == "image" for message in parts for kind, _ in message)
+    if images != len(observation.images):
+        raise ValueError(f"an environment turn shows {images} image placeholder(s) for {len(observation.images)} "
+                         "image(s); give one {'type': 'image'} part per image, in order")
+    end = end_of_turn_id(loaded.model, loaded.tokenizer)
+    text = _env_turn_text(loaded.processor, loaded.tokenizer, end, roles, parts)
+    if not observation.images:
+        return EnvTurn(_env_turn_ids(loaded.processor, loaded.tokenizer, end, roles, parts), text)
+    encoded = loaded.processor(text=[text], images=[list(observation.images)], add_special_tokens=False)
+    return EnvTurn(tuple(int(t) for t in encoded["input_ids"][0]), text, tuple(observation.images))
+
+
+def _messages(roles: tuple[str, ...], parts: tuple[tuple[tuple[str, str], ...], ...]) -> list[dict]:
+    return [{"role": role, "content": [{"type": "image"} if kind == "image" else {"type": "text", "text": text}
+                                       for kind, text in message]}
+            for role, message in zip(roles, parts, strict=True)]
 
 
 @lru_cache(maxsize=64)
-def _env_turn_ids(processor, tokenizer, end: int, roles: tuple[str, ...], texts: tuple[str, ...]) -> tuple[int, ...]:
-    turn = [{"role": role, "content": [{"type": "text", "text": text}]} for role, text in zip(roles, texts,
-                                                                                             strict=True)]
+def _env_turn_ids(processor, tokenizer, end: int, roles: tuple[str, ...], parts) -> tuple[int, ...]:
+    turn = _messages(roles, parts)
     before = tokenizer(processor.apply_chat_template(PROBE, tokenize=False), add_special_tokens=False).input_ids
     after = tokenizer(processor.apply_chat_template(PROBE + turn, add_generation_prompt=True, tokenize=False),
                       add_special_tokens=False).input_ids
     ends = [k for k, token in enumerate(before) if token == end]
     if not ends or after[:ends[-1] + 1] != before[:ends[-1] + 1]:
-        raise ValueError("this model's chat template does not write an environment turn after a reply as a "
-                         "continuation of the conversation; multi-turn episodes need one that does")
+        raise ValueError(_NOT_A_CONTINUATION)
     return tuple(after[ends[-1] + 1:])
+
+
+@lru_cache(maxsize=64)
+def _env_turn_text(processor, tokenizer, end: int, roles: tuple[str, ...], parts) -> str:
+    before = processor.apply_chat_template(PROBE, tokenize=False)
+    after = processor.apply_chat_template(PROBE + _messages(roles, parts), add_generation_prompt=True,
+                                          tokenize=False)
+    cut = before.rfind(tokenizer.convert_ids_to_tokens(end))
+    if cut < 0 or not after.startswith(before[:cut]):
+        raise ValueError(_NOT_A_CONTINUATION)
+    return after[cut + len(tokenizer.convert_ids_to_tokens(end)):]
+
+
+_NOT_A_CONTINUATION = ("this model's chat template does not write an environment turn after a reply as a "
+                       "continuation of the conversation; multi-turn episodes need one that does")
+
+
+def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], later: Sequence[Sequence[EnvTurn]]):
+    """``encode_observations`` of each row's first observation, with the per-image tensors of all the row's
+    images: the first observation's, then each of its later turns' (``later[row]``), in order. The
+    processor builds those tensors from the rows' whole environment texts, so every family's layout
+    (concatenated patches, per-row image stacks) comes out as its model expects."""
+    inputs = encode_observations(loaded, observations)
+    if not any(turn.images for turns in later for turn in turns):
+        return inputs
+    if any(name in inputs for name in TOKEN_TYPE_INPUTS) and not all(o.images for o in observations):
+        raise ValueError("an environment turn shows an image in an episode whose first turn shows none: this "
+                         "model types its image tokens, and multi-turn episodes take the types from the first "
+                         "turn's prompt; show an image in the first turn")
+    texts = [prompt + "".join(turn.text for turn in turns)
+             for prompt, turns in zip(observation_prompts(loaded, observations), later, strict=True)]
+    images = [list(o.images) + [image for turn in turns for image in turn.images]
+              for o, turns in zip(observations, later, strict=True)]
+    whole = loaded.processor(text=texts, images=images, return_tensors="pt", padding=True).to(loaded.device)
+    for name, value in whole.items():
+        if name not in ("input_ids", "attention_mask", *TOKEN_TYPE_INPUTS):
+            inputs[name] = value
+    return inputs
+
+
+def replayed_turns(loaded: LoadedVLM, env: TaskEnv, index: int, completion: Sequence[int]) -> list[EnvTurn]:
+    """The environment turns inside ``completion`` (an episode of ``env`` on item ``index``: replies and
+    environment tokens, as ``sample_episodes`` wrote it), found by stepping the environment through its
+    replies again. Each reply runs to its first end-of-turn or EOS token."""
+    eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.model, loaded.tokenizer)
+    stops = set(eos) | {end}
+    state, _ = env.reset(index)
+    turns, position = [], 0
+    for turn in range(max_turns(env)):
+        stop = next((k for k in range(position, len(completion)) if completion[k] in stops), len(completion) - 1)
+        reply = list(completion[position:stop + 1])
+        position = stop + 1
+        text = loaded.tokenizer.decode(reply, skip_special_tokens=True).strip()
+        result = env.step(state, Completion(text, tuple(t for t in reply if t not in eos)))
+        if result.done or turn + 1 == max_turns(env) or position >= len(completion):
+            break
+        if reply[-1] != end and completion[position] == end:
+            position += 1  # the end of turn the rollout wrote after a reply that did not
+        written = env_turn(loaded, result.observation)
+        if tuple(completion[position:position + len(written.ids)]) != written.ids:
+            raise ValueError(f"environment {env.name!r}, item {index}: the completion does not hold the "
+                             f"environment's turn {turn + 2} where a replay puts it; was it sampled from "
+                             "this environment and model?")
+        position += len(written.ids)
+        turns.append(written)
+        state = result.state
+    return turns
 
 
 def left_padded(batch: SequenceBatch) -> dict[str, torch.Tensor]:
@@ -91,6 +187,7 @@ class Episode:
     action: list[bool] = field(default_factory=list)  # per completion token: the model's own
     turn_rewards: list[tuple[int, float]] = field(default_factory=list)  # (completion position, reward)
     reply_texts: list[str] = field(default_factory=list)
+    later: list[EnvTurn] = field(default_factory=list)  # the environment's turns after the first
     truncated: bool = False  # the last reply was cut at max_new_tokens
     correct: bool = False  # the environment's accuracy test at its last step
     components: dict[str, float] = field(default_factory=dict)
@@ -106,6 +203,7 @@ class Episodes:
     actions: list[list[bool]]  # [B] per completion token: the model's own
     turn_rewards: list[list[tuple[int, float]]]  # [B] (completion position, reward) per turn
     turns: list[int]  # [B] replies written
+    later: list[list[EnvTurn]]  # [B] the environment's turns after the first
 
 
 def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int,
@@ -118,7 +216,8 @@ def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max
     episodes = [Episode() for _ in indices]
     active = list(range(len(indices)))
     for turn in range(max_turns(env)):
-        prompts = encode_observations(loaded, [observations[row] for row in active])
+        prompts = encode_episodes(loaded, [observations[row] for row in active],
+                                  [episodes[row].later for row in active])
         if turn == 0:
             inputs = prompts
         else:
@@ -140,7 +239,9 @@ def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max
             if result.done or turn + 1 == max_turns(env):
                 continue
             closing = [] if ids and ids[-1] == end else [end]  # the reply's end of turn, when it did not write it
-            tokens = closing + env_turn_ids(loaded, result.observation)
+            written = env_turn(loaded, result.observation)
+            episode.later.append(written)
+            tokens = closing + list(written.ids)
             episode.completion += tokens
             episode.action += [False] * len(tokens)
             states[row] = result.state
@@ -155,7 +256,8 @@ def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max
                     [e.prediction for e in episodes])
     return Episodes(Replies([e.completion for e in episodes], [e.reply_texts[-1] for e in episodes],
                             [e.truncated for e in episodes]), graded, [e.action for e in episodes],
-                    [e.turn_rewards for e in episodes], [len(e.reply_texts) for e in episodes])
+                    [e.turn_rewards for e in episodes], [len(e.reply_texts) for e in episodes],
+                    [e.later for e in episodes])
 
 
 @dataclass(frozen=True)

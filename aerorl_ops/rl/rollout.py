@@ -40,7 +40,7 @@ from aerorl_ops.eval_runner.replies import encode_observations, observation_prom
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.models.family_parts import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rl.multi_turn import max_turns, sample_episodes
+from aerorl_ops.rl.multi_turn import encode_episodes, max_turns, replayed_turns, sample_episodes
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
 
 
@@ -141,7 +141,7 @@ def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[
         if seeds is not None:
             torch.manual_seed(seeds[k])
         episodes.append(sample_episodes(loaded, env, part, max_new_tokens, sampling))
-        batches.append(append_completions(encode_observations(loaded, observe_all(env, part)),
+        batches.append(append_completions(encode_episodes(loaded, observe_all(env, part), episodes[-1].later),
                                           episodes[-1].replies.token_ids, loaded.tokenizer.pad_token_id,
                                           loaded.model.config))
     replies = Replies(*(sum((getattr(e.replies, name) for e in episodes), []) for name in Replies._fields))
@@ -157,9 +157,15 @@ def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[
 def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]],
                   replies: Sequence[Sequence[Sequence[int]]]) -> list[SequenceBatch]:
     """The batches ``sample_parts`` builds, from replies sampled before: per part, its items' prompts
-    followed by ``replies[k]`` (one token-id list per item, up to and including EOS)."""
-    return [append_completions(encode_observations(loaded, observe_all(env, part)), ids,
-                               loaded.tokenizer.pad_token_id, loaded.model.config)
+    followed by ``replies[k]`` (one token-id list per item, up to and including EOS). A multi-turn
+    environment's episodes are replayed for the images of their later turns (``replayed_turns``)."""
+    def prompts(part, ids):
+        if max_turns(env) == 1:
+            return encode_observations(loaded, observe_all(env, part))
+        return encode_episodes(loaded, observe_all(env, part),
+                               [replayed_turns(loaded, env, index, row) for index, row in zip(part, ids, strict=True)])
+
+    return [append_completions(prompts(part, ids), ids, loaded.tokenizer.pad_token_id, loaded.model.config)
             for part, ids in zip(parts, replies, strict=True)]
 
 

@@ -7,7 +7,8 @@ exactly those positions, so [B, T, V] logits never exist.
 
 The model gets every output of its processor, as ``generate`` did: per-token tensors are extended
 over the completion as each means (``attention_mask``: 1 for a real token, 0 for padding; the
-token-type ids ``token_type_ids`` / ``mm_token_type_ids``: 0, text), per-image tensors
+token-type ids ``token_type_ids`` / ``mm_token_type_ids``: 0, text, except at a token the prompt gives
+a type, an image placeholder that a multi-turn environment wrote into the completion), per-image tensors
 (``pixel_values``, ``image_grid_thw``, ``image_sizes``, ``pixel_attention_mask``, ...) pass as they are.
 """
 
@@ -38,6 +39,16 @@ class SequenceBatch(NamedTuple):
         return self.inputs["input_ids"]
 
 
+def token_types(ids: torch.Tensor, types: torch.Tensor) -> dict[int, int]:
+    """Every token id that ``types`` (the same shape as ``ids``) gives a non-zero type, with its type.
+
+    >>> token_types(torch.tensor([[1, 7, 7, 2]]), torch.tensor([[0, 1, 1, 0]]))
+    {7: 1}
+    """
+    typed = types != 0
+    return {int(token): int(kind) for token, kind in zip(ids[typed].tolist(), types[typed].tolist(), strict=True)}
+
+
 def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_token_id: int,
                        model_config) -> SequenceBatch:
     """Append each row's completion ids to its (left-padded) prompt.
@@ -64,7 +75,10 @@ def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_
     inputs.update(input_ids=input_ids, attention_mask=attention.long())
     for name, value in prompt_inputs.items():
         if name in TOKEN_TYPE_INPUTS:
-            inputs[name] = torch.cat([value, torch.zeros_like(completion_ids).to(device)], dim=1)  # [B, P + C]
+            types = torch.zeros_like(completion_ids)  # [B, C] text, but for the prompt's typed tokens (images)
+            for token, kind in token_types(prompt_ids, value).items():
+                types[completion_ids == token] = kind
+            inputs[name] = torch.cat([value, types.to(device)], dim=1)  # [B, P + C]
         elif name not in ("input_ids", "attention_mask") and name.endswith(("_ids", "_mask")) \
                 and getattr(value, "shape", None) == prompt_ids.shape:
             raise ValueError(f"the processor returned a per-token input {name!r} [B, P] that append_completions "

@@ -9,6 +9,9 @@ every write, so an existing database picks up new or changed views on the next r
 - ``manual_false_passes``: answers the manual baseline passes and the reward stack fails.
 - ``verifier_metric_disagreements``: answers where the verifier and the dataset's standard
   metric (DocVQA ANLS, ChartQA relaxed accuracy) disagree on correct/wrong.
+- ``benchmark_regressions``: every row of a run whose correctness or greedy text differs from the
+  previous run of the same model x batch size x dataset (``change``: lost, gained or text), with both
+  answers and scores (``aerorl_ops.reporting.row_regressions``).
 
 A partition's time is ``benchmark_summary.created_at`` (when that partition's report was
 written), then its run's ``runs.finished_at``: a rerun of one partition under an old run id
@@ -89,11 +92,40 @@ JOIN {GENERATIONS.name} g USING (run_id, model_key, batch_size, sample_id)
 WHERE s.metric_correct IS NOT NULL AND s.verifier_correct <> s.metric_correct
 """
 
+ROW_CORRECT = "coalesce(s.correct, false)"
+ROW_SCORE = "coalesce(s.relaxed_accuracy, s.anls, s.verifier, 0.0)"
+"""A ``reward_scores s`` row's correctness and score (the dataset's metric), as SQL; the per-row regression
+check (``aerorl_ops.reporting.row_regressions``) reads rows the same way."""
+
+BENCHMARK_REGRESSIONS = f"""
+CREATE OR REPLACE VIEW benchmark_regressions AS
+WITH pairs AS (
+    SELECT DISTINCT model_key, batch_size, dataset, run_id, previous_run_id FROM benchmark_trends
+    WHERE previous_run_id IS NOT NULL
+), answered AS (
+    SELECT s.run_id, s.model_key, s.batch_size, s.dataset, s.sample_id, {ROW_CORRECT} AS correct,
+        {ROW_SCORE} AS score, coalesce(g.response, '') AS response
+    FROM {REWARD_SCORES.name} s JOIN {GENERATIONS.name} g USING (run_id, model_key, batch_size, sample_id)
+)
+SELECT p.model_key, p.batch_size, p.dataset, p.run_id, p.previous_run_id, now.sample_id,
+    CASE WHEN before.correct AND NOT now.correct THEN 'lost'
+         WHEN now.correct AND NOT before.correct THEN 'gained' ELSE 'text' END AS change,
+    before.correct AS previous_correct, now.correct, before.score AS previous_score, now.score,
+    now.score - before.score AS score_delta, before.response AS previous_response, now.response
+FROM pairs p
+JOIN answered now ON now.run_id = p.run_id AND now.model_key = p.model_key AND now.batch_size = p.batch_size
+    AND now.dataset = p.dataset
+JOIN answered before ON before.run_id = p.previous_run_id AND before.model_key = p.model_key
+    AND before.batch_size = p.batch_size AND before.dataset = p.dataset AND before.sample_id = now.sample_id
+WHERE before.correct <> now.correct OR before.response <> now.response
+"""
+
 VIEWS = {
     "latest_benchmark_summary": LATEST_BENCHMARK_SUMMARY,
     "benchmark_trends": BENCHMARK_TRENDS,
     "manual_false_passes": MANUAL_FALSE_PASSES,
     "verifier_metric_disagreements": VERIFIER_METRIC_DISAGREEMENTS,
+    "benchmark_regressions": BENCHMARK_REGRESSIONS,
 }
 
 

@@ -9,8 +9,10 @@ and keep one result for the whole asset (dagster issue 27747).
 - ``generations``: no prompt echoes, valid latencies. Blocking: a broken partition is not scored.
 - ``reward_scores``: no NaN scores, the same sample ids as the generations. Blocking: nothing
   broken lands in DuckDB.
-- ``benchmark_report``: no regression against the previous run on any dataset (WARN), and greedy answers at
-  this batch size match batch 1 of the same run (ERROR; drift makes batch sizes incomparable).
+- ``benchmark_report``: no regression against the previous run on any dataset (WARN), no significant drop
+  row by row against it (ERROR, blocking: exact McNemar on ``correct`` at alpha 0.05, the changed rows
+  listed), and greedy answers at this batch size match batch 1 of the same run (ERROR; drift makes batch
+  sizes incomparable).
 """
 
 import warnings
@@ -32,6 +34,7 @@ from aerorl_ops.reporting.checks import (
     responses_by_sample,
     sample_id_mismatch,
 )
+from aerorl_ops.reporting.row_regressions import ALPHA, compare_rows, row_outcomes
 from assets.benchmark.partitions import key_parts
 from assets.metadata import markdown_preview
 from assets.runs import BENCHMARK_RUN_TAG, benchmark_run_id
@@ -48,6 +51,12 @@ class RegressionCheckConfig(dg.Config):
     samples/s may fall before the check warns; 0.1 = 10 %."""
 
     max_relative_drop: float = 0.10
+
+
+class RowRegressionCheckConfig(dg.Config):
+    """alpha: the significance level below which a drop in correct rows (exact McNemar) fails the check."""
+
+    alpha: float = ALPHA
 
 
 def _partitioned_check(partitions: dg.PartitionsDefinition, fn, **kwargs) -> dg.AssetChecksDefinition:
@@ -145,6 +154,50 @@ def benchmark_report_has_not_regressed(context: dg.AssetCheckExecutionContext, c
     )
 
 
+def benchmark_report_rows_have_not_regressed(context: dg.AssetCheckExecutionContext, config: RowRegressionCheckConfig,
+                                            duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """Row by row against the previous run of this model x batch size on each dataset (same sample ids):
+    fails when correctness drops significantly (exact McNemar, ``alpha``); reports the changed rows, the
+    mean score difference with its paired bootstrap interval, and the rows whose greedy text changed."""
+    model_key, batch_size = check_partition(context)
+    run_id = report_run_id(context)
+    with duckdb.get_connection() as conn:  # (no raise inside: dagster-duckdb closes only on a clean exit)
+        runs = previous_runs(conn, run_id, model_key, batch_size)
+        compared = {run.dataset: (run.previous_run_id, compare_rows(
+            row_outcomes(conn, run.previous_run_id, model_key, batch_size, run.dataset),
+            row_outcomes(conn, run_id, model_key, batch_size, run.dataset))) for run in runs if run.previous_run_id}
+    if not runs:
+        raise dg.Failure(f"benchmark_summary has no row for run {run_id!r}, partition {context.partition_key}; "
+                         "materialize benchmark_report for this partition first")
+    if not compared:
+        return dg.AssetCheckResult(passed=True, description="first run of this model x batch size: nothing to compare",
+                                   metadata={"run_id": run_id})
+    drops = {dataset: c for dataset, (_, c) in compared.items() if c.significant_drop(config.alpha)}
+    summary = pd.DataFrame([{"dataset": dataset, "previous_run_id": previous, "rows": c.rows, "lost": c.lost,
+                             "gained": c.gained, "mcnemar_p": c.p_value,
+                             "mean_score_difference": c.mean_score_difference,
+                             "interval_low": c.interval[0], "interval_high": c.interval[1],
+                             "changed_text": c.changed_text, "unmatched": c.unmatched}
+                            for dataset, (previous, c) in compared.items()])
+    changed = pd.DataFrame([{"dataset": dataset, "sample_id": row.sample_id, "change": row.change,
+                             "previous_response": row.before.response, "response": row.after.response,
+                             "score_delta": row.after.score - row.before.score}
+                            for dataset, (_, c) in compared.items() for row in c.changed])
+    return dg.AssetCheckResult(
+        passed=not drops,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description="; ".join(f"{dataset}: {c.lost} rows lost, {c.gained} gained (McNemar p = {c.p_value:.3g}), "
+                              f"mean score {c.mean_score_difference:+.3f} [{c.interval[0]:+.3f}, {c.interval[1]:+.3f}]"
+                              for dataset, c in drops.items()) or None,
+        metadata={"run_id": run_id, "alpha": config.alpha,
+                  "rows_lost": sum(c.lost for _, c in compared.values()),
+                  "rows_gained": sum(c.gained for _, c in compared.values()),
+                  "rows_changed_text": sum(c.changed_text for _, c in compared.values()),
+                  "comparison": markdown_preview(summary),
+                  "changed_rows": markdown_preview(changed, rows=SHOWN_FINDINGS)},
+    )
+
+
 def benchmark_report_is_batch_size_invariant(context: dg.AssetCheckExecutionContext,
                                              duckdb: DuckDBResource) -> dg.AssetCheckResult:
     """Greedy answers at this batch size equal those at batch size 1 of the same run and model."""
@@ -179,6 +232,7 @@ CHECKS = (
     (reward_scores_match_generations, {"asset": "reward_scores", "blocking": True,
                                        "additional_ins": {"generations": dg.AssetIn("generations")}}),
     (benchmark_report_has_not_regressed, {"asset": "benchmark_report", **DUCKDB_WRITER}),
+    (benchmark_report_rows_have_not_regressed, {"asset": "benchmark_report", "blocking": True, **DUCKDB_WRITER}),
     (benchmark_report_is_batch_size_invariant, {"asset": "benchmark_report", **DUCKDB_WRITER}),
 )
 """Each check with its ``@dg.asset_check`` arguments; the partitions come from the config file."""

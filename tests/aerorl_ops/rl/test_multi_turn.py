@@ -1,6 +1,6 @@
 """Multi-turn episodes (``rl.multi_turn``) on easy-VQA with a second try (``envs.two_tries``): the
 environment's tokens, the action mask's gaps, per-turn rewards, an RL step whose loss never counts an
-environment token, the two-try accuracy, and a resumed run."""
+environment token, the two-try accuracy, a resumed run, and a later turn's image at its own turn."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import torch
 
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.envs.two_tries import FEEDBACK
-from aerorl_ops.rl.multi_turn import env_turn_ids, sample_episodes, two_try_report
+from aerorl_ops.envs.two_tries import FEEDBACK, TwoTriesEnv, easy_vqa_two_tries_env
+from aerorl_ops.envs.types import Observation, observe
+from aerorl_ops.rl.multi_turn import env_turn, env_turn_ids, sample_episodes, two_try_report
+from aerorl_ops.rl.rollout import observe_all, reply_batches
 from aerorl_ops.rl.runtimes import policy_and_reference
+from aerorl_ops.rl.sequences import append_completions, completion_logprobs
 from aerorl_ops.rl.trainer import RLTrainer
 from aerorl_ops.rl.training_run import run_training
 
@@ -99,6 +102,76 @@ def test_a_resumed_multi_turn_run_reproduces_its_steps(tiny_model_dir, env, tmp_
     losses(tmp_path / "resumed", 1)  # stops after its step-2 checkpoint (warm-up 1 + RL 1)
     resumed = losses(tmp_path / "resumed", 3)
     assert min(resumed) == 3 and {step: whole[step] for step in resumed} == resumed
+
+
+class NextImageTwoTries(TwoTriesEnv):
+    """A second try that shows the next item's image (not the question's), so a swapped image shows."""
+
+    def _feedback(self, index):
+        image = observe(self.items[(index + 1) % len(self)]).images[0]
+        return Observation(images=(image,), messages=[{"role": "user", "content": [
+            {"type": "image"}, {"type": "text", "text": self.feedback}]}])
+
+
+def test_a_later_turns_image_sits_at_its_own_turn_as_the_processor_places_it(yes_vlm, tiny_vlm, env):
+    """A second try that shows another image: the batch rebuilt from the completion ids (the episode replayed)
+    is the processor's own encoding of the whole conversation, both images in turn order, and the second
+    reply's log-probs are a model's on that conversation; they depend on the second image, the first
+    reply's do not (scored by the untrained tiny model, which the yes-model's yes does not ignore)."""
+    two_tries = NextImageTwoTries(env.env)
+    episodes = sample_episodes(yes_vlm, two_tries, list(range(16)), 4, None)
+    row = episodes.turns.index(2)  # a question the yes-model got wrong
+    completion, action = episodes.replies.token_ids[row], episodes.actions[row]
+    first = completion[:action.index(False)]
+    second = completion[len(action) - action[::-1].index(False):]
+    batch = reply_batches(yes_vlm, two_tries, [[row]], [[completion]])[0]
+
+    question = observe_all(two_tries, [row])[0]
+    shown = observe(env.items[(row + 1) % 16]).images[0]
+    conversation = [*question.messages,
+                    {"role": "assistant", "content": [{"type": "text", "text": "yes"}]},
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": FEEDBACK}]}]
+    text = yes_vlm.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
+    whole = yes_vlm.processor(text=[text], images=[[question.images[0], shown]], return_tensors="pt")
+    expected = append_completions(whole, [second], yes_vlm.tokenizer.pad_token_id, yes_vlm.model.config)
+    for name in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw"):
+        assert torch.equal(batch.inputs[name], expected.inputs[name]), name
+    assert yes_vlm.tokenizer.decode(first, skip_special_tokens=True).strip() == "yes"
+    assert int((batch.input_ids == yes_vlm.model.config.image_token_id).sum()) == 2 * 16  # two 16-patch images
+
+    with torch.no_grad():
+        ours = completion_logprobs(tiny_vlm.model, batch).logprobs  # [len(completion)] every completion token
+        theirs = completion_logprobs(tiny_vlm.model, expected).logprobs  # [len(second)]
+        other = observe(env.items[(row + 2) % 16]).images[0]
+        swapped = dict(batch.inputs, **{k: v for k, v in yes_vlm.processor(
+            text=[text], images=[[question.images[0], other]], return_tensors="pt").items()
+            if k in ("pixel_values", "image_grid_thw")})
+        moved = completion_logprobs(tiny_vlm.model, batch._replace(inputs=swapped)).logprobs
+    assert torch.allclose(ours[-len(second):], theirs, atol=1e-5, rtol=0)
+    assert torch.equal(moved[:len(first)], ours[:len(first)])  # the first reply never sees the second image
+    assert not torch.allclose(moved[-len(second):], ours[-len(second):], atol=1e-4, rtol=0)
+
+
+def test_the_second_try_can_show_the_image_again_and_an_rl_step_trains_on_it(tiny_model_dir):
+    again = easy_vqa_two_tries_env("train", limit=16, seed=1, show_images_again=True)
+    wrong = again.step(again.reset(0)[0], _completion("?"))
+    assert wrong.observation.images and wrong.observation.images[0].tobytes() == \
+        observe(again.items[0]).images[0].tobytes()
+    config = TrainingSettings(group_size=2, prompts_per_step=2, max_new_tokens=3, kl_coef=0.0, seed=3,
+                              micro_batch_tokens=400)  # the token budget rebuilds batches by replaying episodes
+    policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
+    shown = env_turn(policy.loaded, wrong.observation)
+    assert len(shown.images) == 1 and policy.loaded.model.config.image_token_id in shown.ids
+    stats = RLTrainer(config, policy).rl_step(again, [0, 1])
+    assert stats.response_length > 3 + len(shown.ids) - 1  # a second try, its image tokens in the completion
+    assert torch.isfinite(torch.tensor(stats.loss))
+
+
+def test_an_environment_turn_with_more_images_than_placeholders_is_one_clear_error(tiny_vlm, env):
+    image = observe(env.items[0]).images[0]
+    with pytest.raises(ValueError, match=r"shows 0 image placeholder\(s\) for 1 image\(s\)"):
+        env_turn(tiny_vlm, Observation(images=(image,), messages=[{"role": "user", "content": [
+            {"type": "text", "text": "look"}]}]))
 
 
 def _completion(text):

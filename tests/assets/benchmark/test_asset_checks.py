@@ -45,6 +45,7 @@ class StandInGeneration(dg.Config):
     wall_s: float = 1.0
     echo: bool = False
     latency_ms: float = 10.0
+    more_docs: int = 0  # DocVQA questions "doc-x<k>" whose answer is "12", besides SAMPLES
 
 
 @dg.asset(partitions_def=benchmark_partitions, group_name="benchmark")
@@ -56,7 +57,8 @@ def generations(context: dg.AssetExecutionContext, config: StandInGeneration) ->
         "raw_response": "", "reference": reference, "evidence_entities": reference, "claimed_entities": [],
         "latency_ms": config.latency_ms, "batch_latency_ms": 30.0, "generated_tokens": 5,
         "prompt_text_tokens": 20, "vision_tokens": 4, "batch_index": 0, "batch_size": batch_size,
-    } for dataset, sample_id, reference in SAMPLES]
+    } for dataset, sample_id, reference in [*SAMPLES, *(("docvqa", f"doc-x{k}", ["12"])
+                                                          for k in range(config.more_docs))]]
     stats = PartitionStats(model_source="stand-in", device="cpu", batch_size=batch_size, samples=len(records),
                            wall_s=config.wall_s, model_load_s=0.1, telemetry=None, generation={"seed": 0})
     return with_partition_stats(pa.Table.from_pylist(records, schema=GENERATION_SCHEMA), stats)
@@ -175,16 +177,49 @@ def test_throughput_drop_warns_and_batch_size_drift_fails(bench):
                                "benchmark_report_has_not_regressed": "WARN"}
     pass_rate = evaluations(drifted)["benchmark_report_has_not_regressed"]
     assert pass_rate.description == "docvqa: pass_rate fell 100.0% (0.5 -> 0)"  # chartqa's was 0 already
+    rows = evaluations(drifted)["benchmark_report_rows_have_not_regressed"]  # vs run-1 at batch 8: "13" is
+    # within DocVQA's ANLS threshold of "12", so no row's correctness changed; all three texts did
+    assert rows.passed and (rows.metadata["rows_lost"].value, rows.metadata["rows_changed_text"].value) == (0, 3)
     drift = evaluations(drifted)["benchmark_report_is_batch_size_invariant"]
     assert drift.description == "3 of 3 answers differ from batch size 1"
     assert drift.metadata["mismatches"].value == 3
+
+
+def test_the_same_answers_twice_change_no_row_and_a_significant_drop_blocks_with_its_rows(bench):
+    """10 questions, 7 answered right (doc-1 and the 6 extra "12"s). A rerun that answers alike changes no
+    row; one that answers "99" (ANLS 0) loses those 7 and gains none: exact McNemar p = 2 / 2**7 < 0.05."""
+    assert bench("run-1", 1, more_docs=6).success
+    same = bench("run-2", 1, more_docs=6)
+    rows = evaluations(same)["benchmark_report_rows_have_not_regressed"]
+    assert rows.passed and rows.description is None
+    assert (rows.metadata["rows_lost"].value, rows.metadata["rows_gained"].value,
+            rows.metadata["rows_changed_text"].value) == (0, 0, 0)
+
+    worse = bench("run-3", 1, more_docs=6, answer="99")
+    assert not worse.success  # blocking: the report's downstream would not run
+    assert failed(worse)["benchmark_report_rows_have_not_regressed"] == "ERROR"
+    rows = evaluations(worse)["benchmark_report_rows_have_not_regressed"]
+    assert rows.description.startswith("docvqa: 7 rows lost, 0 gained (McNemar p = 0.0156), mean score -")
+    assert "chartqa" not in rows.description  # its one row changed text but was wrong both times
+    assert "| docvqa    | doc-x0      | lost" in rows.metadata["changed_rows"].value
+    with duckdb.connect(str(bench.database), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM benchmark_regressions WHERE run_id = 'run-2'").fetchone() == (0,)
+        changes = conn.execute("SELECT dataset, change, count(*), max(score_delta) FROM benchmark_regressions "
+                               "WHERE run_id = 'run-3' GROUP BY ALL ORDER BY ALL").fetchall()
+        previous = conn.execute("SELECT DISTINCT previous_run_id, previous_response, response "
+                                "FROM benchmark_regressions WHERE run_id = 'run-3' AND change = 'lost'").fetchall()
+    assert [(d, c, n) for d, c, n, _ in changes] == [("chartqa", "text", 1), ("docvqa", "lost", 7),
+                                                     ("docvqa", "text", 1)]
+    assert dict(((d, c), delta) for d, c, _, delta in changes)[("docvqa", "lost")] < 0
+    assert previous == [("run-2", '{"answer": "12"}', '{"answer": "99"}')]
 
 
 def test_checks_launched_alone_read_the_run_of_the_latest_report(bench):
     bench("run-1", 1)
     bench("run-1", 8, answer="13")
     alone = bench.report_checks(8)
-    assert set(evaluations(alone)) == {"benchmark_report_has_not_regressed", "benchmark_report_is_batch_size_invariant"}
+    assert set(evaluations(alone)) == {"benchmark_report_has_not_regressed", "benchmark_report_rows_have_not_regressed",
+                                       "benchmark_report_is_batch_size_invariant"}
     drift = evaluations(alone)["benchmark_report_is_batch_size_invariant"]
     assert (drift.metadata["run_id"].value, drift.metadata["compared"].value, drift.passed) == ("run-1", 3, False)
 
