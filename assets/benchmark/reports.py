@@ -27,6 +27,7 @@ from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.generation.partition_run import partition_stats
 from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
+from aerorl_ops.reporting.library_canary import partition_library_changes
 from aerorl_ops.reporting.partition_summary import summary_row, summary_rows
 from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
 from aerorl_ops.storage.duckdb_store import (
@@ -145,6 +146,7 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
                 "input_hashes": json.dumps(input_hashes(rows)),
             })
         create_views(conn)
+        library_changes = partition_library_changes(conn, run_id, model_key, batch_size)
         run_summary = pd.DataFrame(conn.execute("SELECT model_key, batch_size, sum(samples) / sum(wall_s) "
                                                 "FROM benchmark_summary WHERE run_id = ? AND wall_s > 0 "
                                                 "GROUP BY model_key, batch_size", [run_id]).fetchall(),
@@ -165,6 +167,7 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
         "datasets": markdown_preview(pd.DataFrame([{"dataset": s.dataset, "samples": s.samples, "accuracy": s.accuracy,
                                                     "pass_rate": s.pass_rate} for s in summaries])),
         "artifact": dg.MetadataValue.path(str(artifact)),
+        "library_changes": "; ".join(str(change) for change in library_changes) or "none",
         "throughput_vs_batch_size": png_markdown("throughput vs batch size, this run",
                                                  throughput_vs_batch_size_png, run_summary),
         "reward_distribution": png_markdown("reward distribution", reward_distribution_png, score_frame),

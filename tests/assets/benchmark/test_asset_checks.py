@@ -214,11 +214,40 @@ def test_the_same_answers_twice_change_no_row_and_a_significant_drop_blocks_with
     assert previous == [("run-2", '{"answer": "12"}', '{"answer": "99"}')]
 
 
+def test_a_library_bump_is_named_and_the_answers_it_changed_are_counted(bench, monkeypatch):
+    """A fake transformers bump recorded with run-2, whose stand-in model is perturbed (answers "13", not
+    "12"): the report names the bump and the canary counts the changed answers; run-3, same versions and
+    answers as run-2, has nothing to report; a bump that changes no answer passes."""
+    import assets.benchmark.reports as reports
+
+    real = reports.library_versions()
+    assert bench("run-1", 1).success
+    monkeypatch.setattr(reports, "library_versions", lambda: {**real, "transformers": "99.0.0"})
+    bumped = bench("run-2", 1, answer="13")
+    (report,) = bumped.asset_materializations_for_node("benchmark_report")
+    assert report.metadata["library_changes"].value == f"transformers {real['transformers']} -> 99.0.0"
+    canary = evaluations(bumped)["benchmark_report_answers_survive_library_changes"]
+    assert (canary.passed, canary.severity) == (False, dg.AssetCheckSeverity.WARN)
+    assert canary.description == (f"transformers {real['transformers']} -> 99.0.0: 3 of 3 answers changed "
+                                  "(chartqa 1 of 1, docvqa 2 of 2)")
+    assert '| docvqa    | doc-1       | text     | {"answer": "12"}' in canary.metadata["changed_rows"].value
+
+    steady = bench("run-3", 1, answer="13")
+    assert evaluations(steady)["benchmark_report_answers_survive_library_changes"].description == \
+        "no library change since the previous run"
+    monkeypatch.setattr(reports, "library_versions", lambda: {**real, "transformers": "99.0.1", "peft": "0.0.1"})
+    harmless = evaluations(bench("run-4", 1, answer="13"))["benchmark_report_answers_survive_library_changes"]
+    assert harmless.passed and harmless.description == (
+        f"peft {real['peft']} -> 0.0.1; transformers 99.0.0 -> 99.0.1: 0 of 3 answers changed "
+        "(chartqa 0 of 1, docvqa 0 of 2)")
+
+
 def test_checks_launched_alone_read_the_run_of_the_latest_report(bench):
     bench("run-1", 1)
     bench("run-1", 8, answer="13")
     alone = bench.report_checks(8)
     assert set(evaluations(alone)) == {"benchmark_report_has_not_regressed", "benchmark_report_rows_have_not_regressed",
+                                       "benchmark_report_answers_survive_library_changes",
                                        "benchmark_report_is_batch_size_invariant"}
     drift = evaluations(alone)["benchmark_report_is_batch_size_invariant"]
     assert (drift.metadata["run_id"].value, drift.metadata["compared"].value, drift.passed) == ("run-1", 3, False)
