@@ -21,7 +21,7 @@ from aerorl_pipeline.distributed_bench import BenchResources, PartitionOutcome, 
 from aerorl_pipeline.executors import celery_app
 from aerorl_pipeline.settings_flags import input_error_types
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
-from assets.project import benchmark_config
+from assets.project import MODELS_DIR, benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -40,7 +40,7 @@ def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_
     here, before any weights load."""
     config = config or benchmark_config()
     for model in models or config.model_keys:
-        check_local_model(config.model(model))
+        check_local_model(config.model(model), MODELS_DIR)
     unknown = [size for size in batch_sizes if size not in config.batch_sizes]
     if unknown:
         raise ConfigError(f"{config.path}: batch sizes {unknown} are not configured; "

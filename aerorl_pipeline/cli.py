@@ -66,6 +66,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from aerorl_ops.rl.run_inputs import check_training_inputs
+    from assets.project import MODELS_DIR
 
     settings = flag_values(args, args.training_flags)
     if args.preset:  # the preset replaces the file's values; a flag given with another value wins
@@ -73,7 +74,7 @@ def _train(args: argparse.Namespace) -> int:
         settings.update({name: value for name, value in preset_overrides(args.preset).items()
                          if settings[name] == file_values[name]})
     check_training_inputs(checked_flags(TrainingSettings, "train", "training", settings), args.settings,
-                          "aerorl train")  # before any model loads, the job starts or a folder is made
+                          "aerorl train", MODELS_DIR)  # before any model loads, the job starts or a folder is made
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()

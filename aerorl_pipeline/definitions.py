@@ -20,14 +20,17 @@ from pathlib import Path
 import dagster as dg
 
 from aerorl_pipeline.executors import benchmark_executor
-from aerorl_pipeline.jobs import build_benchmark_job, evaluation_job, training_job
+from aerorl_pipeline.jobs import build_benchmark_job, checkpoint_evaluation_job, evaluation_job, training_job
 from aerorl_pipeline.schedules import build_nightly_schedule
+from aerorl_pipeline.sensors import build_checkpoint_sensor
 from assets.benchmark.checks import build_benchmark_checks
 from assets.benchmark.generation import build_generations
 from assets.benchmark.partitions import build_benchmark_partitions
 from assets.benchmark.reports import build_benchmark_report
 from assets.benchmark.scoring import build_reward_scores
+from assets.checkpoints import checkpoints
 from assets.datasets.rows import build_rows_assets
+from assets.evaluation.checkpoint_eval import build_checkpoint_eval
 from assets.evaluation.eval_run import build_eval_run
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV, load_config
 from assets.resources import default_resources
@@ -44,10 +47,12 @@ def build_definitions(config_path: str | Path = BENCHMARK_CONFIG_PATH,
     benchmark_job = build_benchmark_job(benchmark_executor(bench.executor))
     return dg.Definitions(
         assets=[*build_rows_assets(bench), build_generations(bench, partitions), build_reward_scores(bench, partitions),
-                build_benchmark_report(bench, partitions), build_rl_run(bench), build_eval_run(bench)],
+                build_benchmark_report(bench, partitions), build_rl_run(bench), checkpoints, build_eval_run(bench),
+                build_checkpoint_eval(bench)],
         asset_checks=[*build_benchmark_checks(partitions), rl_run_reward_hacking],
-        jobs=[benchmark_job, training_job, evaluation_job],
+        jobs=[benchmark_job, training_job, evaluation_job, checkpoint_evaluation_job],
         schedules=[build_nightly_schedule(partitions, benchmark_job)],
+        sensors=[build_checkpoint_sensor(bench.eval.follow_checkpoints, checkpoint_evaluation_job)],
         resources=dict(resources) if resources is not None else default_resources(bench.storage),
     )
 

@@ -33,10 +33,11 @@ def check_inputs(args: argparse.Namespace) -> EvalSettings:
     from aerorl_ops.config.benchmark import model_entry
     from aerorl_ops.envs.configured import dataset_env, dataset_settings
     from aerorl_ops.models.sources import check_local_model
+    from assets.project import MODELS_DIR
 
     settings = checked_flags(EvalSettings, "eval", "eval", flag_values(args, args.eval_flags))
-    check_local_model(model_entry(settings.model, args.settings))
-    check_local_model(model_entry(settings.baseline, args.settings, "baseline"))
+    check_local_model(model_entry(settings.model, args.settings), MODELS_DIR)
+    check_local_model(model_entry(settings.baseline, args.settings, "baseline"), MODELS_DIR)
     dataset_env(dataset_settings(settings.dataset, args.settings, settings.split, settings.n))
     return settings
 

@@ -1,5 +1,5 @@
-"""The jobs: the partitioned benchmark, training, and evaluation. They select assets by key, so they fit
-the definitions built from any config file."""
+"""The jobs: the partitioned benchmark, training, evaluation, and the evaluation of a checkpoint. They select
+assets by key, so they fit the definitions built from any config file."""
 
 from __future__ import annotations
 
@@ -31,4 +31,10 @@ evaluation_job = dg.define_asset_job(
     "evaluation",
     selection=dg.AssetSelection.assets("eval_run"),
     description="A model against its baseline at MAYE's three sampling settings, with paired intervals.",
+)
+
+checkpoint_evaluation_job = dg.define_asset_job(
+    "checkpoint_evaluation",
+    selection=dg.AssetSelection.assets("checkpoint_eval"),
+    description="A training checkpoint (partition <run_id>@<step>) against its base model, at the [eval] settings.",
 )

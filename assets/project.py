@@ -15,6 +15,8 @@ BENCHMARK_CONFIG_PATH = PROJECT_ROOT / "config" / "benchmark.toml"
 CONFIG_ENV = "AERORL_CONFIG"
 """Names another config file for ``dagster dev``; read only when the definitions load."""
 DATA_DIR = PROJECT_ROOT / "data"
+MODELS_DIR = DATA_DIR / "models"
+"""Embedded models are built here; training checkpoints go beside it (``data/checkpoints``)."""
 REPORTS_DIR = PROJECT_ROOT / "reports"
 DUCKDB_PATH = REPORTS_DIR / "aerorl.duckdb"
 

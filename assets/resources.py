@@ -13,7 +13,7 @@ from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
 from assets.io_managers import ParquetTableIOManager
-from assets.project import DATA_DIR, DUCKDB_PATH
+from assets.project import DATA_DIR, DUCKDB_PATH, MODELS_DIR
 
 
 class ModelRuntime(dg.ConfigurableResource):
@@ -30,7 +30,7 @@ class ModelRuntime(dg.ConfigurableResource):
     device: str = "auto"
     torch_threads: int = 0
     local_files_only: bool = True
-    models_dir: str = str(DATA_DIR / "models")
+    models_dir: str = str(MODELS_DIR)
     telemetry_interval_s: float = 0.2
 
     def torch_device(self) -> torch.device:

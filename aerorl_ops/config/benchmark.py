@@ -40,6 +40,7 @@ from aerorl_ops.config.model_backend import BACKEND_KEYS, parse_backend
 from aerorl_ops.config.rewards import RewardSettings, parse_rewards
 from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.models.checkpoint_refs import CheckpointRef
 from aerorl_ops.models.entry import EMBEDDED_PREFIX, ModelEntry
 
 __all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "EvalSettings", "GenerationSettings",
@@ -204,14 +205,17 @@ def load_benchmark_config(path: Path) -> BenchmarkConfig:
 
 
 def model_entry(name: str, config: BenchmarkConfig, role: str = "model") -> ModelEntry:
-    """``name`` as a model, the one place a model is named: a ``[models]`` key of ``config``, else an
-    existing checkpoint directory (``key`` and ``source`` are then its resolved path). Otherwise a
+    """``name`` as a model, the one place a model is named: a ``[models]`` key of ``config``, a training
+    run's checkpoint ``run_id@step`` / ``run_id@latest`` (resolved when it loads, ``models.checkpoint_refs``),
+    else an existing checkpoint directory (``key`` and ``source`` are then its resolved path). Otherwise a
     one-line ConfigError naming ``role``, ``name``, the config file and its model keys."""
     if name in config.model_keys:
         return config.model(name)
+    if CheckpointRef.parse(name) is not None:
+        return ModelEntry(key=name, source=name)
     path = Path(name).expanduser()
     if path.is_dir():
         resolved = str(path.resolve())
         return ModelEntry(key=resolved, source=resolved)
-    raise ConfigError(f"{role} {name!r} is neither a model key of {config.path} ({', '.join(config.model_keys)}) "
-                      "nor a checkpoint directory")
+    raise ConfigError(f"{role} {name!r} is neither a model key of {config.path} ({', '.join(config.model_keys)}), "
+                      "a checkpoint run_id@step / run_id@latest, nor a checkpoint directory")

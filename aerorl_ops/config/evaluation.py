@@ -10,10 +10,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from aerorl_ops.config.fields import ConfigError, boolean, integer, positive_int, setting, text, text_or_empty
+from aerorl_ops.config.fields import ConfigError, boolean, fail, integer, positive_int, setting, text, text_or_empty
 from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 
 _text_or_empty = text_or_empty("empty = the dataset's own split")
+FOLLOW_ALL, FOLLOW_FINAL, FOLLOW_EVERY = "all", "final", "every-"
+
+
+def follow_policy(where: str, setting_name: str, value: object) -> str:
+    """``all``, ``final`` or ``every-<k>`` (k >= 1).
+
+    >>> follow_policy("[eval]", "follow_checkpoints", "every-5")
+    'every-5'
+    """
+    if isinstance(value, str) and (value in (FOLLOW_ALL, FOLLOW_FINAL) or (
+            value.startswith(FOLLOW_EVERY) and value.removeprefix(FOLLOW_EVERY).isdigit()
+            and int(value.removeprefix(FOLLOW_EVERY)) >= 1)):
+        return value
+    raise fail(where, setting_name, f"must be \"all\", \"final\" or \"every-<k>\" (k >= 1, e.g. \"every-5\"), "
+                                    f"got {value!r}")
+
+
+def follows(policy: str, ordinal: int, final: bool) -> bool:
+    """Whether the checkpoints sensor evaluates a run's ``ordinal``-th checkpoint (``final``: the run's last).
+
+    >>> [follows("every-2", k, k == 5) for k in (1, 2, 3, 4, 5)], follows("final", 4, False)
+    ([False, True, False, True, False], False)
+    """
+    if policy == FOLLOW_ALL:
+        return True
+    if policy == FOLLOW_FINAL:
+        return final
+    return ordinal % int(policy.removeprefix(FOLLOW_EVERY)) == 0
 
 
 @dataclass(frozen=True)
@@ -39,6 +67,9 @@ class EvalSettings:
                               check=positive_int)
     seed: int = setting(0, help="seed of sampling and of the paired bootstrap", check=integer)
     resamples: int = setting(10000, help="paired-bootstrap resamples of each accuracy difference", check=positive_int)
+    follow_checkpoints: str = setting(FOLLOW_FINAL, help="which checkpoints the checkpoint_evaluations sensor "
+                                      "evaluates against their base model: \"all\", \"final\" (each run's last) "
+                                      "or \"every-<k>\" (each run's k-th, 2k-th, ...)", check=follow_policy)
 
     def __post_init__(self) -> None:
         if self.k > self.samples:

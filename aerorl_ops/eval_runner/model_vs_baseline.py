@@ -63,6 +63,10 @@ def dataset_record(dataset: DatasetSettings) -> dict[str, object]:
     return record | ({"image_roots": list(dataset.image_roots)} if dataset.image_roots else {})
 
 
+NOT_EVALUATED = ("follow_checkpoints",)
+"""``[eval]`` settings that choose which evals run, not what one measures: left out of the eval id."""
+
+
 def eval_id_of(settings: EvalSettings, dataset: DatasetSettings) -> str:
     """``eval-<digest>`` of the settings and the dataset table (the same eval keeps its id).
 
@@ -70,7 +74,8 @@ def eval_id_of(settings: EvalSettings, dataset: DatasetSettings) -> str:
     >>> eval_id_of(EvalSettings(), DEFAULT_DATASETS[2]) == eval_id_of(EvalSettings(), DEFAULT_DATASETS[2])
     True
     """
-    payload = json.dumps({"eval": asdict(settings), "dataset": dataset_record(dataset)}, sort_keys=True, default=str)
+    evaluated = {name: value for name, value in asdict(settings).items() if name not in NOT_EVALUATED}
+    payload = json.dumps({"eval": evaluated, "dataset": dataset_record(dataset)}, sort_keys=True, default=str)
     return f"eval-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 

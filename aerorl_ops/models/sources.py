@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from aerorl_ops.models.checkpoint_refs import CheckpointRef, checkpoints_dir, resolve_checkpoint
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import ModelSource, load_processor
@@ -19,16 +20,23 @@ def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = T
     location = entry.source
     if entry.embedded_name is not None:
         location = str(EMBEDDED_BUILDERS[entry.embedded_name](Path(models_dir) / entry.embedded_name))
+    elif (ref := CheckpointRef.parse(entry.source)) is not None:  # run_id@step: a training run's checkpoint
+        location = str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))
     return ModelSource(location=location, trust_remote_code=entry.trust_remote_code,
                        local_files_only=local_files_only, key=entry.key, backend=entry.backend)
 
 
-def check_local_model(entry: ModelEntry) -> None:
+def check_local_model(entry: ModelEntry, models_dir: Path | None = None) -> None:
     """``ModelUnavailableError`` (one line naming the folder) when ``entry`` is a local checkpoint
     directory that cannot load: no or an unreadable ``config.json``, not a vision-language model, or
-    a processor that cannot be built. Reads the config and builds the processor, no weights, so
-    commands run it before anything loads; embedded models and hub ids are left to the load itself."""
-    if entry.embedded_name is not None or not Path(entry.source).expanduser().is_dir():
+    a processor that cannot be built; with ``models_dir``, a checkpoint reference ``run_id@step`` is
+    resolved first (``CheckpointNotFound`` when it names nothing). Reads the config and builds the
+    processor, no weights, so commands run it before anything loads; embedded models and hub ids are
+    left to the load itself."""
+    source = entry.source
+    if models_dir is not None and (ref := CheckpointRef.parse(source)) is not None:
+        source = str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))
+    if entry.embedded_name is not None or not Path(source).expanduser().is_dir():
         return
-    key = "" if entry.key == entry.source else entry.key  # a directory given by path is named once
-    load_processor(ModelSource(location=entry.source, trust_remote_code=entry.trust_remote_code, key=key))
+    key = "" if entry.key == source else entry.key  # a directory given by path is named once
+    load_processor(ModelSource(location=source, trust_remote_code=entry.trust_remote_code, key=key))

@@ -24,14 +24,10 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from aerorl_ops.models.checkpoint_refs import MODEL_CONFIG, STEP_PREFIX, TRAINER_STATE, VALUE_HEAD, step_folder
 from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.lora import save_policy
-
-TRAINER_STATE = "trainer_state.pt"
-VALUE_HEAD = "value_head.pt"
-MODEL_CONFIG = "config.json"
-STEP_PREFIX = "step-"
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ class ResumePoint:
 
 def step_dir(run_dir: Path, step: int) -> Path:
     """The folder of the checkpoint at global ``step``."""
-    return Path(run_dir) / f"{STEP_PREFIX}{step}"
+    return step_folder(run_dir, step)
 
 
 def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer | None, step: int,

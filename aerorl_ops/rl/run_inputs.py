@@ -73,7 +73,8 @@ def check_curriculum_types(stages: Sequence[CurriculumStage], env: TaskEnv) -> N
                               f"{', '.join(sorted(types)) or 'none (its items have no question type)'}")
 
 
-def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, where: str) -> None:
+def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, where: str,
+                          models_dir: Path | None = None) -> None:
     """Every input of a run of ``settings`` (with the config file ``bench``) resolved, no model
     loaded: the rules across settings, the split of every update over ``nproc_per_node`` ranks, the
     base model (a ``[models]`` key, or a checkpoint folder with a VLM's config and processor) and the
@@ -88,7 +89,7 @@ def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, wh
     except ValueError as error:  # what the ranks' launch would refuse
         raise ConfigError(f"{where}: {error}") from error
     try:
-        check_local_model(model_entry(settings.base_model, bench, "base_model"))
+        check_local_model(model_entry(settings.base_model, bench, "base_model"), models_dir)
         training_environments(settings, bench.seed + settings.seed, bench.datasets)
         validation_environment(settings, bench.datasets)
     except ConfigError as error:

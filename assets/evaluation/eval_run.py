@@ -7,6 +7,8 @@ rejected are logged (one line: count and top reasons) and stored in ``rejected_r
 The metadata shows the side-by-side table (with the paired 95% intervals) and the accuracy figure.
 """
 
+from collections.abc import Sequence
+
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
@@ -17,7 +19,7 @@ from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.eval_runner.model_vs_baseline import compare_models
 from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
-from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partitions
+from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
 from aerorl_ops.storage.eval_schema import EVAL_TABLES
 from aerorl_ops.storage.eval_views import create_eval_views
 from aerorl_ops.storage.schema import REJECTED_ROWS
@@ -65,6 +67,17 @@ def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: 
     """The body of ``eval_run``: check the inputs, evaluate both models, write the eval's rows."""
     try:
         settings = config.settings()
+    except ConfigError as error:
+        raise dg.Failure(f"eval_run config: {error}") from error
+    return run_evaluation(context, bench, settings, config.eval_id or None, model_runtime, duckdb)
+
+
+def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, settings: EvalSettings,
+                   eval_id: str | None, model_runtime: ModelRuntime, duckdb: DuckDBResource,
+                   lineage: Sequence[PartitionWrite] = ()) -> dg.MaterializeResult:
+    """``settings.model`` against ``settings.baseline``: both evaluated, the eval's rows written (with the
+    ``lineage`` rows, in the same transaction), the side-by-side table and figures as metadata."""
+    try:
         model, baseline = model_entry(settings.model, bench), model_entry(settings.baseline, bench, "baseline")
         dataset = dataset_settings(settings.dataset, bench, settings.split, settings.n)
         env = dataset_env(dataset)
@@ -76,11 +89,10 @@ def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: 
     def progress(role: str, setting: SamplingSetting, wall_s: float) -> None:
         context.log.info(f"{role}: {setting.label} on {len(env)} questions in {wall_s:.1f} s")
 
-    result = compare_models(model_runtime.load, model, baseline, env, dataset, settings, config.eval_id or None,
-                            progress)
+    result = compare_models(model_runtime.load, model, baseline, env, dataset, settings, eval_id, progress)
     with duckdb.get_connection() as conn:
-        ensure_tables(conn, (*EVAL_TABLES, REJECTED_ROWS))
-        replace_partitions(conn, result.writes())
+        ensure_tables(conn, (*EVAL_TABLES, REJECTED_ROWS, *(write.spec for write in lineage)))
+        replace_partitions(conn, [*result.writes(), *lineage])
         create_eval_views(conn)
         table = format_side_by_side(side_by_side(conn, result.eval_id))
         figures = eval_figures(conn, duckdb.database, result.eval_id)

@@ -6,6 +6,8 @@ question type, with the no-image prior and the supervised control) and the run l
 they happen, with the rows the environments rejected; checkpoints under ``data/checkpoints/<run>``.
 Rerunning the same config resumes from the newest complete checkpoint, keeping every stored row; a
 finished run is not trained again (``rl.recorded_run``); ``resume=False`` starts the run over.
+Every checkpoint of the run is then recorded: a ``checkpoints`` row in DuckDB and a materialization of its
+``checkpoints`` partition ``<run_id>@<step>`` (``assets.checkpoints``).
 
 With ``nproc_per_node`` > 1 the run happens on that many torchrun ranks, launched through Dagster
 Pipes (``assets.training.torchrun``); rank 0 then does what this step does in process: the library's
@@ -13,6 +15,7 @@ Pipes (``assets.training.torchrun``); rank 0 then does what this step does in pr
 """
 
 import re
+from datetime import UTC, datetime
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -20,8 +23,10 @@ from dagster_duckdb import DuckDBResource
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.rl.checkpoint_records import record_run_checkpoints
 from aerorl_ops.rl.recorded_run import train_and_record
 from aerorl_ops.rl.training_run import training_run_id
+from assets.checkpoints import record_checkpoints
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class, settings_values
 from assets.training.run_parts import model_place, report_place, run_metadata, run_options
@@ -79,9 +84,14 @@ def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
         """Supervised warm-up, then RL against a frozen quantized reference; metrics to DuckDB."""
         settings = config.settings()  # every setting checked before any rank starts or model loads
         if settings.nproc_per_node > 1:
-            return launch_ranks(context, bench, settings, run_options(config.model_dump()), model_runtime, duckdb)
-        run = train_and_record(bench, settings, run_options(config.model_dump()), model_place(model_runtime),
-                               report_place(duckdb), context.log)
-        return dg.MaterializeResult(metadata=run_metadata(run, duckdb))
+            result = launch_ranks(context, bench, settings, run_options(config.model_dump()), model_runtime, duckdb)
+        else:
+            run = train_and_record(bench, settings, run_options(config.model_dump()), model_place(model_runtime),
+                                   report_place(duckdb, model_runtime), context.log)
+            result = dg.MaterializeResult(metadata=run_metadata(run, duckdb))
+        place = report_place(duckdb, model_runtime)
+        record_checkpoints(context, record_run_checkpoints(place.connect, place.checkpoints_dir, config.run_id(),
+                                                           settings.base_model, datetime.now(UTC)))
+        return result
 
     return rl_run

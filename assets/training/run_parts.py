@@ -12,12 +12,12 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.eval_runner.held_out import EvalResult
+from aerorl_ops.models.checkpoint_refs import checkpoints_dir
 from aerorl_ops.rl.recorded_run import ModelPlace, RecordedRun, ReportPlace, RunOptions
 from aerorl_ops.rl.reporters import NullReporter
 from aerorl_ops.rl.stats import StepStats
 from assets.figures import training_figures
 from assets.metadata import markdown_preview
-from assets.project import DATA_DIR
 from assets.resources import ModelRuntime
 
 Report = Callable[[str, dict[str, Any]], None]
@@ -50,9 +50,10 @@ def model_place(runtime: ModelRuntime) -> ModelPlace:
                       runtime.telemetry_interval_s)
 
 
-def report_place(duckdb: DuckDBResource) -> ReportPlace:
-    """Rows in ``duckdb``'s database, checkpoints under ``data/checkpoints``."""
-    return ReportPlace(duckdb.database, duckdb.get_connection, DATA_DIR / "checkpoints")
+def report_place(duckdb: DuckDBResource, runtime: ModelRuntime) -> ReportPlace:
+    """Rows in ``duckdb``'s database, checkpoints beside the runtime's models folder (``data/checkpoints``),
+    where a ``run_id@step`` reference finds them (``aerorl_ops.models.checkpoint_refs``)."""
+    return ReportPlace(duckdb.database, duckdb.get_connection, checkpoints_dir(Path(runtime.models_dir)))
 
 
 def run_metadata(run: RecordedRun, duckdb: DuckDBResource) -> dict[str, Any]:

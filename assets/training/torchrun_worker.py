@@ -67,7 +67,7 @@ def run_rank(extras: dict[str, Any]) -> None:
     if dp.device.type == "cuda":  # one GPU per rank
         runtime = ModelRuntime(**{**extras["model_runtime"], "device": str(dp.device)})
     duckdb = DuckDBResource(database=extras["database"])
-    place, report = model_place(runtime), report_place(duckdb)
+    place, report = model_place(runtime), report_place(duckdb, runtime)
     try:
         if not dp.is_main:
             train_and_record(bench, settings, options, place, report, logging.getLogger(__name__), dp)

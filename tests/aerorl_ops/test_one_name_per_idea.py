@@ -35,7 +35,8 @@ def test_an_unknown_model_is_one_line_naming_it_the_file_and_the_keys(tmp_path):
     with pytest.raises(ConfigError) as raised:
         model_entry(str(tmp_path / "missing"), config, "baseline")
     assert str(raised.value) == (f"baseline {str(tmp_path / 'missing')!r} is neither a model key of bench.toml "
-                                 "(tiny-qwen2-vl) nor a checkpoint directory")
+                                 "(tiny-qwen2-vl), a checkpoint run_id@step / run_id@latest, nor a checkpoint "
+                                 "directory")
 
 
 def test_an_unknown_environment_is_one_line_listing_kinds_and_datasets():

@@ -18,13 +18,15 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_ui.py"
 
 ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
-          "eval_run"}
+          "checkpoints", "eval_run", "checkpoint_eval"}
 CHECKS = {
     ("generations", "generations_are_not_prompt_echoes", True),
     ("generations", "generations_latencies_are_valid", False),
     ("reward_scores", "reward_scores_have_no_nan", True),
     ("reward_scores", "reward_scores_match_generations", True),
     ("benchmark_report", "benchmark_report_has_not_regressed", False),
+    ("benchmark_report", "benchmark_report_rows_have_not_regressed", True),
+    ("benchmark_report", "benchmark_report_answers_survive_library_changes", False),
     ("benchmark_report", "benchmark_report_is_batch_size_invariant", False),
     ("rl_run", "rl_run_reward_hacking", False),
 }
@@ -35,6 +37,7 @@ query {
     name location { name }
     jobs { name }
     schedules { name cronSchedule scheduleState { status } }
+    sensors { name sensorState { status } }
   } } }
   assetNodes {
     assetKey { path }
@@ -68,7 +71,10 @@ def test_dagster_dev_lists_the_definitions_and_shuts_down_cleanly(ui, tmp_path):
 
     (repository,) = data["repositoriesOrError"]["nodes"]
     assert repository["location"]["name"] == ui.LOCATION_NAME
-    assert {job["name"] for job in repository["jobs"]} - {"__ASSET_JOB"} == {"benchmark", "training", "evaluation"}
+    assert {job["name"] for job in repository["jobs"]} - {"__ASSET_JOB"} == {"benchmark", "training", "evaluation",
+                                                                            "checkpoint_evaluation"}
+    assert [(s["name"], s["sensorState"]["status"]) for s in repository["sensors"]] == [
+        ("checkpoint_evaluations", "STOPPED")]  # off until a user turns it on
     (schedule,) = repository["schedules"]
     assert (schedule["name"], schedule["cronSchedule"], schedule["scheduleState"]["status"]) == (
         "nightly_benchmark", "0 2 * * *", "RUNNING")

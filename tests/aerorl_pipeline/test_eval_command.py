@@ -36,6 +36,7 @@ baseline = "tiny"
 @pytest.mark.parametrize(("flags", "message"), [
     (["--model", "no-such-model"], "model 'no-such-model' is neither a model key of"),
     (["--baseline", "also-missing"], "baseline 'also-missing' is neither a model key of"),
+    (["--model", "no-such-run@7"], "checkpoint no-such-run@7: training run 'no-such-run' has no complete checkpoint"),
     (["--dataset", "mnist"], "unknown dataset 'mnist'"),
     (["--split", "dev"], "unknown split 'dev'"),
     (["--samples", "2", "--k", "4"], "k=4 exceeds samples=2"),

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from pathlib import Path
 
 import duckdb
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aerorl_ops.config.benchmark import parse_benchmark_config
+from aerorl_ops.models.checkpoint_refs import checkpoints_dir
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.run_inputs import rollout_engine_of
 from aerorl_pipeline.definitions import build_definitions
-from assets.project import BENCHMARK_CONFIG_PATH, DATA_DIR
+from assets.project import BENCHMARK_CONFIG_PATH
 
 RUN = {"warmup_steps": 2, "warmup_batch_size": 4, "steps": 1, "prompts_per_step": 2, "group_size": 2,
        "eval_size": 6, "eval_interval": 2, "kl_coef": 0.0, "control": False, "swap_check_type": "",
@@ -31,7 +33,7 @@ def trained(tmp_path_factory, dagster_env_factory):
         "ops": {"rl_run": {"config": {**RUN, "run_name": run_name}}}})
     yield env, result, run_name
     env.instance.dispose()
-    shutil.rmtree(DATA_DIR / "checkpoints" / run_name, ignore_errors=True)
+    shutil.rmtree(run_checkpoints(env, run_name), ignore_errors=True)
 
 
 def test_the_training_job_writes_its_tables_and_sampled_evals(trained):
@@ -75,14 +77,14 @@ def test_rerunning_the_finished_run_trains_nothing_and_reports_the_stored_figure
 
     before = stored()
     events = sorted((env.root / "tensorboard" / run_name).iterdir())
-    checkpoints = sorted((p.name, p.stat().st_mtime_ns) for p in (DATA_DIR / "checkpoints" / run_name).iterdir())
+    checkpoints = sorted((p.name, p.stat().st_mtime_ns) for p in (run_checkpoints(env, run_name)).iterdir())
     job = build_definitions(BENCHMARK_CONFIG_PATH, env.resources).resolve_job_def("training")
     again = job.execute_in_process(instance=env.instance, raise_on_error=False, run_config={
         "ops": {"rl_run": {"config": {**RUN, "run_name": run_name}}}})
     assert again.success
     assert stored() == before and len(before["training_steps"]) == 3
     assert sorted((env.root / "tensorboard" / run_name).iterdir()) == events  # no new event file: no training
-    assert sorted((p.name, p.stat().st_mtime_ns) for p in (DATA_DIR / "checkpoints" / run_name).iterdir()) == (
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (run_checkpoints(env, run_name)).iterdir()) == (
         checkpoints)
     messages = [record.user_message for record in env.instance.all_logs(again.run_id)
                 if "nothing to train" in record.user_message]
@@ -117,3 +119,8 @@ def test_the_rl_run_asset_is_a_thin_wrapper_of_the_library():
     body = inspect.getsource(build_rl_run(benchmark_config(BENCHMARK_CONFIG_PATH)).op.compute_fn.decorated_fn)
     assert "def rl_run(" in body.splitlines()[1] and len(body.splitlines()) <= 40
     assert "train_and_record(" in body
+
+
+def run_checkpoints(env, run_name: str) -> Path:
+    """Where the run's checkpoints are: beside the test's models folder."""
+    return checkpoints_dir(Path(env.resources["model_runtime"].models_dir)) / run_name

@@ -7,17 +7,19 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from pathlib import Path
 
 import dagster as dg
 import duckdb
 import pytest
 
 import assets.training.torchrun as torchrun
+from aerorl_ops.models.checkpoint_refs import checkpoints_dir
 from aerorl_ops.rl.distributed import DataParallel
 from aerorl_ops.rl.recorded_run import train_and_record
 from aerorl_ops.rl.training_run import TrainingRun
 from aerorl_pipeline.definitions import build_definitions
-from assets.project import BENCHMARK_CONFIG_PATH, DATA_DIR, benchmark_config
+from assets.project import BENCHMARK_CONFIG_PATH, benchmark_config
 from assets.training.rl_run import training_config_class
 from assets.training.run_parts import model_place, report_place, run_options
 
@@ -44,7 +46,7 @@ def trained(tmp_path_factory, dagster_env_factory):
     result = run_job(env, run_name)
     yield env, result, run_name
     env.instance.dispose()
-    shutil.rmtree(DATA_DIR / "checkpoints" / run_name, ignore_errors=True)
+    shutil.rmtree(run_checkpoints(env, run_name), ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -78,7 +80,7 @@ def test_a_rank_that_fails_fails_the_step_with_its_error(dagster_env, monkeypatc
     try:
         result = run_job(dagster_env, run_name)
     finally:
-        shutil.rmtree(DATA_DIR / "checkpoints" / run_name, ignore_errors=True)
+        shutil.rmtree(run_checkpoints(dagster_env, run_name), ignore_errors=True)
     assert time.monotonic() - started < TIMEOUT_S  # torchrun stopped rank 0: nobody waited for a collective
     assert not result.success
     failure = result.failure_data_for_node("rl_run")
@@ -102,7 +104,8 @@ def test_another_rank_only_trains_and_writes_nothing(dagster_env, monkeypatch):
     config = training_config_class(bench.training)(**RUN, run_name="rank-1")
     assert train_and_record(bench, config.settings(), run_options(config.model_dump()),
                             model_place(dagster_env.resources["model_runtime"]),
-                            report_place(dagster_env.resources["duckdb"]), log=None,
+                            report_place(dagster_env.resources["duckdb"], dagster_env.resources["model_runtime"]),
+                            log=None,
                             dp=DataParallel(rank=1, world_size=2)) is None
     assert len(trained) == 1 and trained[0].dp.rank == 1 and trained[0].run_dir.name == "rank-1"
     assert not dagster_env.duckdb_path.exists() and not (dagster_env.root / "tensorboard").exists()
@@ -124,3 +127,8 @@ def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert "assets.training.rl_run" not in imported and "aerorl_ops.rl.recorded_run" in imported
+
+
+def run_checkpoints(env, run_name: str) -> Path:
+    """Where the run's checkpoints are: beside the test's models folder."""
+    return checkpoints_dir(Path(env.resources["model_runtime"].models_dir)) / run_name

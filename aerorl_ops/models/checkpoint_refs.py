@@ -1,0 +1,105 @@
+"""A training run's checkpoint named like a model: ``<run_id>@<step>`` or ``<run_id>@latest``.
+
+A training run saves its checkpoints as ``<checkpoints>/<run_id>/step-<N>`` folders, each loadable
+with ``from_pretrained``. The checkpoints folder sits beside the models folder (``data/models`` and
+``data/checkpoints``), so wherever a model is named (a ``[models]`` entry's ``source``, ``aerorl eval
+--model``, ``base_model``) a reference resolves to its folder. ``latest`` is the highest step whose
+folder is complete (the policy's ``config.json`` and the trainer's state are both there). A reference
+to a run or step that does not exist is one line naming what there is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from aerorl_ops.models.loading import ModelUnavailableError
+
+CHECKPOINTS_DIR_NAME = "checkpoints"
+STEP_PREFIX = "step-"
+MODEL_CONFIG = "config.json"
+TRAINER_STATE = "trainer_state.pt"
+VALUE_HEAD = "value_head.pt"
+COMPLETE_FILES = (MODEL_CONFIG, TRAINER_STATE)
+TRAINER_FILES = (TRAINER_STATE, VALUE_HEAD)
+"""What a checkpoint holds beside the policy (the optimizer and step; PPO's value head)."""
+LATEST = "latest"
+_REFERENCE = re.compile(r"^(?P<run>[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99})@(?P<step>latest|\d+)$")
+
+
+class CheckpointNotFound(ModelUnavailableError):
+    """A checkpoint reference names a run or step that has no complete checkpoint."""
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """``run_id@step`` (``step`` None: ``run_id@latest``).
+
+    >>> CheckpointRef.parse("rl-1a2b@40"), str(CheckpointRef.parse("rl-1a2b@latest"))
+    (CheckpointRef(run_id='rl-1a2b', step=40), 'rl-1a2b@latest')
+    >>> CheckpointRef.parse("tiny-qwen2-vl") is None
+    True
+    """
+
+    run_id: str
+    step: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> CheckpointRef | None:
+        """The reference ``text`` spells, or None when it is not one."""
+        match = _REFERENCE.match(text)
+        if match is None:
+            return None
+        step = match["step"]
+        return cls(match["run"], None if step == LATEST else int(step))
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{LATEST if self.step is None else self.step}"
+
+
+def checkpoints_dir(models_dir: Path) -> Path:
+    """Where training runs save their checkpoints: beside ``models_dir``."""
+    return Path(models_dir).parent / CHECKPOINTS_DIR_NAME
+
+
+def step_folder(run_dir: Path, step: int) -> Path:
+    """The folder of the checkpoint at ``step`` of the run saved under ``run_dir``."""
+    return Path(run_dir) / f"{STEP_PREFIX}{step}"
+
+
+def saved_steps(run_dir: Path) -> list[int]:
+    """The steps of ``run_dir``'s complete ``step-N`` folders, in order."""
+    steps = []
+    for folder in Path(run_dir).glob(f"{STEP_PREFIX}*"):
+        number = folder.name.removeprefix(STEP_PREFIX)
+        if number.isdigit() and all((folder / name).is_file() for name in COMPLETE_FILES):
+            steps.append(int(number))
+    return sorted(steps)
+
+
+def resolve_checkpoint(ref: CheckpointRef, checkpoints: Path) -> Path:
+    """The folder of ``ref`` under ``checkpoints``; ``CheckpointNotFound`` (one line) when there is none."""
+    run_dir = Path(checkpoints) / ref.run_id
+    steps = saved_steps(run_dir)
+    if not steps:
+        raise CheckpointNotFound(f"checkpoint {ref}: training run {ref.run_id!r} has no complete checkpoint under "
+                                 f"{checkpoints}")
+    step = steps[-1] if ref.step is None else ref.step
+    if step not in steps:
+        raise CheckpointNotFound(f"checkpoint {ref} does not exist: run {ref.run_id!r} has checkpoints at steps "
+                                 f"{', '.join(map(str, steps))} (or {ref.run_id}@latest)")
+    return step_folder(run_dir, step)
+
+
+def content_hash(folder: Path) -> str:
+    """SHA-256 over the checkpoint's policy files (weights, configs, tokenizer; names and bytes, in name
+    order), not the trainer's state: two folders of the same model hash alike."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name not in TRAINER_FILES):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,51 @@
+"""The ``checkpoint_evaluations`` sensor: each new checkpoint a training run records is evaluated against
+its base model (the ``checkpoint_evaluation`` job, one run per ``checkpoints`` partition).
+
+Off by default (turn it on in the UI's Automation tab, or ``dagster sensor start checkpoint_evaluations``;
+``dagster-daemon`` runs it). Each tick reads the ``checkpoints`` materializations recorded since its cursor
+(a storage id) in order, and requests a run for those the config file's ``[eval] follow_checkpoints``
+picks: every one, each run's final one, or every k-th. A request's run key is the checkpoint and its
+content hash, so a checkpoint recorded again unchanged is not evaluated again, and one whose folder was
+rewritten (a run started over) is.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from aerorl_ops.config.evaluation import follows
+from assets.checkpoints import CHECKPOINTS_ASSET
+
+CHECKPOINT_SENSOR = "checkpoint_evaluations"
+RECORDS_PER_TICK = 100
+
+
+def checkpoint_run_requests(instance: dg.DagsterInstance, cursor: str | None, policy: str
+                            ) -> tuple[list[dg.RunRequest], str | None]:
+    """The run requests for the checkpoints recorded after ``cursor`` that ``policy`` follows, and the new cursor."""
+    after = int(cursor) if cursor else None
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(CHECKPOINTS_ASSET), after_storage_id=after),
+        limit=RECORDS_PER_TICK, ascending=True)
+    requests = []
+    for record in found.records:
+        event = record.asset_materialization
+        metadata = event.metadata
+        if follows(policy, int(metadata["ordinal"].value), bool(metadata["final"].value)):
+            requests.append(dg.RunRequest(run_key=f"{event.partition}:{metadata['content_sha256'].value}",
+                                          partition_key=event.partition))
+        after = record.storage_id
+    return requests, None if after is None else str(after)
+
+
+def build_checkpoint_sensor(policy: str, job: dg.UnresolvedAssetJobDefinition) -> dg.SensorDefinition:
+    """The sensor launching ``job`` for the checkpoints ``policy`` (``[eval] follow_checkpoints``) follows."""
+
+    @dg.sensor(name=CHECKPOINT_SENSOR, job=job, default_status=dg.DefaultSensorStatus.STOPPED,
+               minimum_interval_seconds=30)
+    def checkpoint_evaluations(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        """Evaluates each new training checkpoint ([eval] follow_checkpoints picks which) against its base model."""
+        requests, cursor = checkpoint_run_requests(context.instance, context.cursor, policy)
+        return dg.SensorResult(run_requests=requests, cursor=cursor or context.cursor)
+
+    return checkpoint_evaluations
