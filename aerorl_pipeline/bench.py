@@ -104,12 +104,15 @@ def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstanc
 def summary_table(database: str, run_id: str) -> str:
     with duckdb.connect(database, read_only=True) as conn:
         frame = conn.execute(
-            "SELECT model_key, batch_size, dataset, samples, round(accuracy, 3) AS accuracy, "
-            "round(samples_per_s, 2) AS samples_per_s, "
-            "round(generated_tokens_per_s, 1) AS tokens_per_s, round(latency_p50_ms, 1) AS p50_ms, "
-            "round(latency_p95_ms, 1) AS p95_ms, round(pass_rate, 3) AS pass_rate, "
-            "round(peak_memory_mb, 1) AS peak_mem_mb FROM benchmark_summary WHERE run_id = ? "
-            "ORDER BY model_key, batch_size, dataset",
+            "SELECT s.model_key, s.batch_size, s.dataset, s.samples, round(s.accuracy, 3) AS accuracy, "
+            "round(s.samples_per_s, 2) AS samples_per_s, "
+            "round(s.generated_tokens_per_s, 1) AS tokens_per_s, round(s.latency_p50_ms, 1) AS p50_ms, "
+            "round(s.latency_p95_ms, 1) AS p95_ms, round(s.pass_rate, 3) AS pass_rate, "
+            "round(s.peak_memory_mb, 1) AS peak_mem_mb, round(c.device_seconds, 1) AS device_s, "
+            "round(1000 * c.cost / nullif(s.samples, 0), 5) AS cost_per_1k "
+            "FROM benchmark_summary s LEFT JOIN cost_ledger c ON c.kind = 'benchmark' AND c.run_id = s.run_id "
+            "AND c.model_key = s.model_key AND c.batch_size = s.batch_size AND c.dataset = s.dataset "
+            "WHERE s.run_id = ? ORDER BY s.model_key, s.batch_size, s.dataset",
             [run_id],
         ).df()
     return frame.to_string(index=False)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from aerorl_ops.config.costs import CostSettings
 from aerorl_ops.config.datasets import (
     DEFAULT_DATASETS,
     DatasetSettings,
@@ -78,6 +79,7 @@ class BenchmarkConfig:
     eval: EvalSettings = EvalSettings()
     executor: ExecutorSettings = ExecutorSettings()
     storage: StorageSettings = StorageSettings()
+    costs: CostSettings = CostSettings()
     path: str = "<memory>"
 
     def __post_init__(self) -> None:
@@ -105,8 +107,9 @@ class BenchmarkConfig:
 
 SECTIONS: Mapping[str, type] = {"benchmark": BenchmarkConfig, "generation": GenerationSettings,
                                 "rewards": RewardSettings, "training": TrainingSettings, "eval": EvalSettings,
-                                "executor": ExecutorSettings, "storage": StorageSettings}
-TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training", "eval", "executor", "storage")
+                                "executor": ExecutorSettings, "storage": StorageSettings, "costs": CostSettings}
+TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training", "eval", "executor", "storage",
+          "costs")
 
 
 def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
@@ -188,6 +191,7 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
         executor=_parsed(ExecutorSettings, path, "executor", data.get("executor", {})),
         storage=parse_section(StorageSettings, path, "storage", data.get("storage", {})),
+        costs=parse_section(CostSettings, path, "costs", data.get("costs", {})),
         path=path,
     )
 

@@ -145,6 +145,9 @@ class TrainingSettings:
                                   check=fraction)
     grad_accumulation: int = setting(1, help="micro-batches per optimizer update (same gradient, less memory)",
                                      check=positive_int)
+    rollout_log_rate: float = setting(0.05, help="RL: share of each step's replies stored in training_rollouts "
+                                      "(question, image hash, completion, reward, advantage, log-prob; the images "
+                                      "once each under reports/rollout_images); 0 = none", check=fraction)
     micro_batch_tokens: int = setting(0, help="RL: cut each rank's rows of an update into micro-batches of at most "
                                       "this many padded tokens (rows x longest row), similar lengths together, for "
                                       "the scoring and update passes (verl's dynamic batch size; the gradient is "
@@ -299,9 +302,10 @@ class TrainingSettings:
         return warmup * self.warmup_batch_size + (steps - warmup) * self.prompts_per_step * self.group_size
 
 
-LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s")
-"""How a run is launched, not what it trains (the same global batch trains the same policy on any
-number of ranks): left out of the run id, so a run resumes whatever its launch."""
+LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s", "rollout_log_rate")
+"""How a run is launched and recorded, not what it trains (the same global batch trains the same policy on
+any number of ranks, whatever share of its replies is stored): left out of the run id, so a run resumes
+whatever its launch."""
 
 
 TRAINING_DEFAULTS = TrainingSettings()

@@ -44,18 +44,21 @@ class EvalRunRecord:
     wall_s: float
     config: str | None  # JSON: the eval's settings
     rejected_rows: int | None = None  # dataset rows the environment rejected (None: not counted)
+    cpu_s: float | None = None  # this process's CPU time (core-seconds) for the evaluation, its model's load included
 
     @classmethod
     def of(cls, role: str, model: str, outcome: EvalOutcome, *, model_source: str | None = None,
            dataset: str | None = None, split: str | None = None, device: str | None = None,
            started_at: datetime | None = None, finished_at: datetime | None = None,
            training_run_id: str | None = None, step: int | None = None,
-           config: Mapping[str, object] | None = None, rejected_rows: int | None = None) -> EvalRunRecord:
+           config: Mapping[str, object] | None = None, rejected_rows: int | None = None,
+           cpu_s: float | None = None) -> EvalRunRecord:
         return cls(role=role, model=model, model_source=model_source, dataset=dataset, split=split,
                    questions=len(outcome.indices), settings=json.dumps([asdict(s) for s in outcome.settings]),
                    max_new_tokens=outcome.max_new_tokens, seed=outcome.seed, training_run_id=training_run_id,
                    step=step, device=device, started_at=started_at, finished_at=finished_at, wall_s=outcome.wall_s,
-                   config=json.dumps(dict(config)) if config is not None else None, rejected_rows=rejected_rows)
+                   config=json.dumps(dict(config)) if config is not None else None, rejected_rows=rejected_rows,
+                   cpu_s=cpu_s)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -81,7 +82,7 @@ def eval_id_of(settings: EvalSettings, dataset: DatasetSettings) -> str:
 
 def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntry], LoadedVLM], env: TaskEnv,
               dataset: DatasetSettings, settings: EvalSettings, on_setting: ProgressFn | None) -> RoleEvaluation:
-    started = datetime.now(UTC)
+    started, cpu_started = datetime.now(UTC), time.process_time()
     loaded = load(entry)
     source, device = loaded.source.location, loaded.device
     try:
@@ -97,7 +98,7 @@ def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntr
     record = EvalRunRecord.of(role, name, outcome, model_source=source, dataset=dataset.name, split=dataset.split,
                               device=str(device), started_at=started, finished_at=datetime.now(UTC),
                               config={"eval": asdict(settings), "dataset": dataset_record(dataset)},
-                              rejected_rows=len(env.rejected))
+                              rejected_rows=len(env.rejected), cpu_s=time.process_time() - cpu_started)
     return RoleEvaluation(record, outcome)
 
 

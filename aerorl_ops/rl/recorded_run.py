@@ -49,6 +49,7 @@ from aerorl_ops.rl.reporters import (
     RunReporter,
     TensorBoardReporter,
 )
+from aerorl_ops.rl.rollout_samples import RolloutSample
 from aerorl_ops.rl.run_inputs import (
     base_model_dtype,
     base_model_location,
@@ -58,6 +59,7 @@ from aerorl_ops.rl.run_inputs import (
 )
 from aerorl_ops.rl.run_recorder import (
     HELD_OUT_STAGE,
+    ROLLOUT_IMAGES_DIR,
     TRAINING_STAGE,
     VALIDATION_STAGE,
     Connect,
@@ -127,6 +129,9 @@ class RecorderReporter(NullReporter):
 
     def on_sampled(self, sampled: SampledEval) -> None:
         self.recorder.sampled(sampled)
+
+    def on_rollouts(self, samples: Sequence[RolloutSample]) -> None:
+        self.recorder.rollouts(samples)
 
 
 def record_training(recorder: RunRecorder, record: TrainingRunRecord, train: Callable[[RunReporter], TrainingResult],
@@ -217,7 +222,8 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
                           reporter])
 
     stored = record_training(
-        RunRecorder(report.connect, run_id), TrainingRunRecord.started(run_id, base, trained, datetime.now(UTC)),
+        RunRecorder(report.connect, run_id, Path(report.database).parent / ROLLOUT_IMAGES_DIR),
+        TrainingRunRecord.started(run_id, base, trained, datetime.now(UTC)),
         train, run_rejections(train_env, held_out, validation),
         log, resume=options.resume, reporters=outside,
         telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))

@@ -24,6 +24,7 @@ from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger
 from aerorl_ops.reporting.training_plots import save_training_plots
 from aerorl_ops.rl.checkpoint import ResumePoint
+from aerorl_ops.rl.rollout_samples import RolloutSample
 from aerorl_ops.rl.run_result import SampledEval
 from aerorl_ops.rl.stats import StepStats
 
@@ -40,7 +41,8 @@ class Log(Protocol):
 
 class RunReporter(Protocol):
     """What a run tells the outside, in this order: ``on_resume`` once (before any model loads), then
-    ``on_step`` / ``on_eval`` / ``on_sampled`` as each ends; ``close`` when the run is over."""
+    ``on_step`` / ``on_eval`` / ``on_sampled`` as each ends (``on_rollouts`` after an RL step's ``on_step``,
+with its sampled replies); ``close`` when the run is over."""
 
     def on_resume(self, point: ResumePoint) -> None: ...
 
@@ -49,6 +51,8 @@ class RunReporter(Protocol):
     def on_eval(self, evaluation: EvalResult) -> None: ...
 
     def on_sampled(self, sampled: SampledEval) -> None: ...
+
+    def on_rollouts(self, samples: Sequence[RolloutSample]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -66,6 +70,9 @@ class NullReporter:
         pass
 
     def on_sampled(self, sampled: SampledEval) -> None:
+        pass
+
+    def on_rollouts(self, samples: Sequence[RolloutSample]) -> None:
         pass
 
     def close(self) -> None:
@@ -97,6 +104,10 @@ class Reporters:
     def on_sampled(self, sampled: SampledEval) -> None:
         for reporter in self.reporters:
             reporter.on_sampled(sampled)
+
+    def on_rollouts(self, samples: Sequence[RolloutSample]) -> None:
+        for reporter in self.reporters:
+            reporter.on_rollouts(samples)
 
     def close(self) -> None:
         for reporter in self.reporters:

@@ -15,15 +15,18 @@ for the length of a run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
 
 from aerorl_ops.eval_runner.held_out import EvalResult
+from aerorl_ops.rl.rollout_samples import RolloutSample
 from aerorl_ops.rl.run_result import SampledEval
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord, eval_rows, eval_type_rows, sampled_eval_writes, step_rows
@@ -40,6 +43,7 @@ from aerorl_ops.storage.schema import REJECTED_ROWS, TableSpec
 from aerorl_ops.storage.training_schema import (
     TRAINING_EVAL_TYPES,
     TRAINING_EVALS,
+    TRAINING_ROLLOUTS,
     TRAINING_RUNS,
     TRAINING_STEPS,
     TRAINING_TABLES,
@@ -53,8 +57,21 @@ ROW_KEYS: Mapping[str, tuple[str, ...]] = {
     TRAINING_STEPS.name: ("run_id", "step"),
     TRAINING_EVALS.name: ("run_id", "step", "phase"),
     TRAINING_EVAL_TYPES.name: ("run_id", "step", "phase", "question_type"),
+    TRAINING_ROLLOUTS.name: ("run_id", "step", "row"),
 }
 """The columns that name one row of each training table: a write replaces the stored row of its key."""
+ROLLOUT_IMAGES_DIR = "rollout_images"
+"""Beside the report database: the sampled rollouts' images, one file per SHA-256."""
+
+
+def save_once(path: Path, data: bytes) -> None:
+    """``data`` at ``path`` unless a file is there already (written to a temporary name, then renamed)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_bytes(data)
+    partial.replace(path)
 
 RECORDED_TABLES = (*TRAINING_TABLES, *EVAL_TABLES, REJECTED_ROWS)
 TRAINING_STAGE, HELD_OUT_STAGE, VALIDATION_STAGE = "training", "held_out", "validation"
@@ -100,9 +117,10 @@ class StoredRun:
 class RunRecorder:
     """Writes the rows of run ``run_id`` through ``connect`` (see the module docstring)."""
 
-    def __init__(self, connect: Connect, run_id: str) -> None:
+    def __init__(self, connect: Connect, run_id: str, images_dir: Path | None = None) -> None:
         self.connect = connect
         self.run_id = run_id
+        self.images_dir = images_dir  # where sampled rollouts' images are saved, once each, under their hash
         self.record: TrainingRunRecord | None = None
         with connect() as conn:
             ensure_tables(conn, RECORDED_TABLES)
@@ -176,6 +194,22 @@ class RunRecorder:
     def sampled(self, sampled: SampledEval) -> None:
         with self.connect() as conn, transaction(conn):
             write_partitions(conn, sampled_eval_writes(self.run_id, sampled))
+
+    def rollouts(self, samples: Sequence[RolloutSample]) -> None:
+        """A step's sampled replies in ``training_rollouts`` (replacing the step's earlier rows: a resumed
+        run's), each image saved once as ``<images_dir>/<sha256>`` (its encoded bytes)."""
+        if self.images_dir is not None:
+            for sample in samples:
+                if sample.image is not None:
+                    save_once(self.images_dir / sample.image_sha256, sample.image)
+        steps = sorted({sample.step for sample in samples})
+        rows = pa.Table.from_pylist([{"run_id": self.run_id, **{name: getattr(sample, name)
+                                      for name in TRAINING_ROLLOUTS.column_names if name != "run_id"}}
+                                     for sample in samples], schema=TRAINING_ROLLOUTS.schema)
+        with self.connect() as conn, transaction(conn):
+            for step in steps:
+                conn.execute("DELETE FROM training_rollouts WHERE run_id = ? AND step = ?", [self.run_id, step])
+            upsert_rows(conn, TRAINING_ROLLOUTS, ROW_KEYS[TRAINING_ROLLOUTS.name], rows)
 
     def _upsert(self, spec: TableSpec, rows: pa.Table, *more: tuple[TableSpec, pa.Table]) -> None:
         with self.connect() as conn, transaction(conn):

@@ -62,6 +62,7 @@ from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation
 from aerorl_ops.rl.functional import explained_variance, kl_penalty
 from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
 from aerorl_ops.rl.rollout import supervised_batch
+from aerorl_ops.rl.rollout_samples import RolloutSample, rollout_samples, sampled_rows
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
@@ -115,6 +116,7 @@ class RLTrainer:
         self.algorithm = build_algorithm(settings.algorithm)
         self.loss = RLLoss.of(settings)
         self.state = TrainerState()
+        self.rollout_samples: list[RolloutSample] = []  # the last RL step's sampled replies (``rollout_log_rate``)
         self._optimizer: torch.optim.Optimizer | None = None
         self._value_head: ValueHead | None = None
         self._synced: list[int] = []  # ids of the parameters last broadcast from rank 0
@@ -293,6 +295,11 @@ class RLTrainer:
                                 rollout.token_rewards(mask))  # [B, L]
         estimate = self.algorithm.advantages(rewards, mask, rollout.indices, scores.values, settings.gamma,
                                              settings.gae_lambda)
+        self.rollout_samples = rollout_samples(
+            env, loaded.tokenizer, self.state.step + 1,
+            sampled_rows(len(rollout.indices), settings.rollout_log_rate, settings.seed, self.state.step + 1)
+            if self.dp.is_main else [], rollout.indices, rollout.token_ids, lengths, mask, outcomes.rewards,
+            outcomes.correct, estimate.advantages, scores.logprob)  # the main rank's: it records them
         loss_mask = mask * ~outcomes.truncated[:, None] if settings.mask_truncated else mask  # [B, L]
         targets = Targets(scores.logprob, estimate.advantages, estimate.returns, loss_mask,
                           None if in_reward else scores.ref_logprob, scores.values)  # [B, L] each

@@ -208,6 +208,8 @@ class TrainingRun:
                 stats = trainer.rl_step(self.train_env, draws(0), draws)
                 self.clock.rl_s += stats.step_s
                 self._record_step(stats)
+                if trainer.rollout_samples:
+                    self.reporter.on_rollouts(trainer.rollout_samples)
                 if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:
                     self.main_only(self._evaluate, "rl")
         finally:

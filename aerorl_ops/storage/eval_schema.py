@@ -30,6 +30,7 @@ EVAL_RUNS = TableSpec(
         ("wall_s", pa.float64()),
         ("config", pa.json_()),
         ("rejected_rows", pa.int32()),
+        ("cpu_s", pa.float64()),
     ]),
     ("eval_id",),
 )

@@ -1,4 +1,5 @@
-"""The training tables: ``training_runs``, ``training_steps``, ``training_evals``, ``training_eval_types``."""
+"""The training tables: ``training_runs``, ``training_steps``, ``training_evals``, ``training_eval_types``,
+``training_rollouts``."""
 
 from __future__ import annotations
 
@@ -93,4 +94,24 @@ TRAINING_EVAL_TYPES = TableSpec(
 )
 """The accuracy of one held-out evaluation on one question type (e.g. easy-VQA yes_no / colour / shape)."""
 
-TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES)
+TRAINING_ROLLOUTS = TableSpec(
+    "training_rollouts",
+    pa.schema([
+        required("run_id", pa.string()),
+        required("step", pa.int32()),
+        required("row", pa.int32()),  # the reply's row in the step's rollout
+        ("prompt_id", pa.string()),  # the task item's id
+        ("question", pa.string()),
+        ("image_sha256", pa.string()),  # the (first) image's content hash; the image is saved once under it
+        ("completion", pa.string()),  # the reply as decoded (multi-turn: every turn, the environment's too)
+        ("reward", pa.float64()),
+        ("correct", pa.bool_()),
+        ("advantage", pa.float64()),  # mean over the reply's own tokens
+        ("length", pa.int32()),  # completion tokens
+        ("logprob_sum", pa.float64()),  # the rollout policy's log-probability of the reply's own tokens
+    ]),
+    ("run_id", "step"),
+)
+"""A sampled share (``rollout_log_rate``) of each RL step's replies, so a reward curve's rollouts can be read."""
+
+TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_ROLLOUTS)

@@ -30,6 +30,7 @@ from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_a
 from aerorl_ops.reporting.library_canary import partition_library_changes
 from aerorl_ops.reporting.partition_summary import summary_row, summary_rows
 from aerorl_ops.reporting.plots import latency_distribution_png, reward_distribution_png, throughput_vs_batch_size_png
+from aerorl_ops.storage.cost_views import create_cost_views
 from aerorl_ops.storage.duckdb_store import (
     PartitionWrite,
     ensure_tables,
@@ -146,6 +147,7 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
                 "input_hashes": json.dumps(input_hashes(rows)),
             })
         create_views(conn)
+        create_cost_views(conn, bench.costs)
         library_changes = partition_library_changes(conn, run_id, model_key, batch_size)
         run_summary = pd.DataFrame(conn.execute("SELECT model_key, batch_size, sum(samples) / sum(wall_s) "
                                                 "FROM benchmark_summary WHERE run_id = ? AND wall_s > 0 "

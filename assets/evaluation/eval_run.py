@@ -19,6 +19,7 @@ from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.eval_runner.model_vs_baseline import compare_models
 from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
+from aerorl_ops.storage.cost_views import create_cost_views
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
 from aerorl_ops.storage.eval_schema import EVAL_TABLES
 from aerorl_ops.storage.eval_views import create_eval_views
@@ -94,6 +95,7 @@ def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, se
         ensure_tables(conn, (*EVAL_TABLES, REJECTED_ROWS, *(write.spec for write in lineage)))
         replace_partitions(conn, [*result.writes(), *lineage])
         create_eval_views(conn)
+        create_cost_views(conn, bench.costs)
         table = format_side_by_side(side_by_side(conn, result.eval_id))
         figures = eval_figures(conn, duckdb.database, result.eval_id)
     return dg.MaterializeResult(metadata={

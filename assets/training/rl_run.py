@@ -26,6 +26,7 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.rl.checkpoint_records import record_run_checkpoints
 from aerorl_ops.rl.recorded_run import train_and_record
 from aerorl_ops.rl.training_run import training_run_id
+from aerorl_ops.storage.cost_views import create_cost_views
 from assets.checkpoints import record_checkpoints
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class, settings_values
@@ -92,6 +93,8 @@ def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
         place = report_place(duckdb, model_runtime)
         record_checkpoints(context, record_run_checkpoints(place.connect, place.checkpoints_dir, config.run_id(),
                                                            settings.base_model, datetime.now(UTC)))
+        with duckdb.get_connection() as conn:
+            create_cost_views(conn, bench.costs)
         return result
 
     return rl_run

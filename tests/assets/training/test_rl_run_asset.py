@@ -61,7 +61,7 @@ def test_the_run_logs_tensorboard_scalars_and_attaches_figures(trained):
     assert [e.step for e in events.Scalars("held_out/accuracy")] == [0, 2, 3]  # base, warm-up end, final
     # the sampled evaluations: at the warm-up eval (validation) and at the end (validation, then test)
     assert [e.step for e in events.Scalars("eval/high_temp_pass8/accuracy")] == [2, 3, 3]
-    materialization = result.asset_materializations_for_node("rl_run")[0]
+    materialization = rl_run_materialization(result)
     assert any("accuracy" in key for key in materialization.metadata)
 
 
@@ -89,7 +89,7 @@ def test_rerunning_the_finished_run_trains_nothing_and_reports_the_stored_figure
     messages = [record.user_message for record in env.instance.all_logs(again.run_id)
                 if "nothing to train" in record.user_message]
     assert len(messages) == 1 and messages[0].startswith(f"run {run_name} finished at ")
-    was, now = (run.asset_materializations_for_node("rl_run")[0].metadata for run in (first, again))
+    was, now = (rl_run_materialization(run).metadata for run in (first, again))
     for name in ("warmup_accuracy", "final_accuracy", "evaluations", "final_checkpoint", "resumed_from_step",
                  "rejected_rows"):
         assert now[name] == was[name], name
@@ -124,3 +124,10 @@ def test_the_rl_run_asset_is_a_thin_wrapper_of_the_library():
 def run_checkpoints(env, run_name: str) -> Path:
     """Where the run's checkpoints are: beside the test's models folder."""
     return checkpoints_dir(Path(env.resources["model_runtime"].models_dir)) / run_name
+
+
+def rl_run_materialization(result):
+    """The run's ``rl_run`` materialization (the step also records its ``checkpoints`` partitions)."""
+    (materialization,) = [event for event in result.asset_materializations_for_node("rl_run")
+                          if event.asset_key.path == ["rl_run"]]
+    return materialization

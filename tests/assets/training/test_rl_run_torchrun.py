@@ -63,7 +63,7 @@ def test_two_ranks_report_their_steps_and_rank_0_writes_the_rows_once(trained):
     assert evals == [("base", 0), ("no_image_prior", 0), ("warmup", 1), ("rl", 2), ("final", 3)]
     assert runs == (1,)
     assert len(list((env.root / "tensorboard" / run_name).glob("events.out.tfevents.*"))) == 1  # one writer
-    metadata = result.asset_materializations_for_node("rl_run")[0].metadata
+    metadata = rl_run_materialization(result).metadata
     assert metadata["run_id"].value == run_name and metadata["nproc_per_node"].value == 2
     assert metadata["reported_evals"].value == 5
     reported = metadata["reported_steps"].value.splitlines()[2:]  # the markdown table's rows
@@ -132,3 +132,10 @@ def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
 def run_checkpoints(env, run_name: str) -> Path:
     """Where the run's checkpoints are: beside the test's models folder."""
     return checkpoints_dir(Path(env.resources["model_runtime"].models_dir)) / run_name
+
+
+def rl_run_materialization(result):
+    """The run's ``rl_run`` materialization (the step also records its ``checkpoints`` partitions)."""
+    (materialization,) = [event for event in result.asset_materializations_for_node("rl_run")
+                          if event.asset_key.path == ["rl_run"]]
+    return materialization

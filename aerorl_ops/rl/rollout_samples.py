@@ -1,0 +1,70 @@
+"""A sampled share of an RL step's rollout, as rows a person can read: what the policy said to which
+question (and image), and what it earned.
+
+Each reply of a step is kept with probability ``rate``, drawn from a generator seeded by (seed, step), so
+a rerun keeps the same rows. A kept reply records its task item (id, question, the first image's SHA-256),
+the decoded completion, its reward and correctness, its advantage (the mean over the reply's own tokens),
+its length in tokens and the sum of the rollout policy's log-probs over its own tokens. The image's bytes
+travel with the sample so the recorder can save each image once, under its hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from aerorl_ops.envs.base import TaskEnv
+
+
+@dataclass(frozen=True)
+class RolloutSample:
+    step: int
+    row: int
+    prompt_id: str
+    question: str
+    image_sha256: str | None
+    completion: str
+    reward: float
+    correct: bool
+    advantage: float
+    length: int
+    logprob_sum: float
+    image: bytes | None = None  # the encoded image (saved once under its hash, not a column)
+
+
+def sampled_rows(rows: int, rate: float, seed: int, step: int) -> list[int]:
+    """The rows of a ``rows``-reply step kept at ``rate`` (the same rows for the same seed and step).
+
+    >>> sampled_rows(8, 0.0, 0, 3), sampled_rows(8, 1.0, 0, 3)
+    ([], [0, 1, 2, 3, 4, 5, 6, 7])
+    >>> sampled_rows(64, 0.25, 1, 2) == sampled_rows(64, 0.25, 1, 2) != sampled_rows(64, 0.25, 1, 3)
+    True
+    """
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must be in [0, 1], got {rate!r}")
+    draw = random.Random(f"rollout-sample:{seed}:{step}")
+    return [row for row in range(rows) if draw.random() < rate]
+
+
+def rollout_samples(env: TaskEnv, tokenizer, step: int, rows: Sequence[int], indices: Sequence[int],
+                    token_ids: torch.Tensor, lengths: torch.Tensor, own: torch.Tensor, rewards: torch.Tensor,
+                    correct: torch.Tensor, advantages: torch.Tensor, logprob: torch.Tensor) -> list[RolloutSample]:
+    """The samples of ``rows``: token_ids [B, W] replies, lengths [B], own [B, L] the reply's own tokens,
+    rewards / correct [B], advantages / logprob [B, L] (L <= W)."""
+    samples = []
+    for row in rows:
+        item = env.items[indices[row]]
+        image = item.images[0] if item.images else None
+        mask = own[row].to(torch.float64)
+        counted = float(mask.sum())
+        samples.append(RolloutSample(
+            step, row, item.item_id, item.question, hashlib.sha256(image).hexdigest() if image else None,
+            tokenizer.decode(token_ids[row, :int(lengths[row])].tolist(), skip_special_tokens=True).strip(),
+            float(rewards[row]), bool(correct[row]),
+            float((advantages[row].to(torch.float64) * mask).sum() / counted) if counted else 0.0,
+            int(lengths[row]), float((logprob[row].to(torch.float64) * mask).sum()), image))
+    return samples
