@@ -26,8 +26,10 @@ def test_every_definition_resolves():
     dg.Definitions.validate_loadable(defs)
     assert asset_names(defs.resolve_all_asset_keys()) == {
         "docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
-        "eval_run"}
+        "checkpoints", "eval_run", "checkpoint_eval"}
     assert defs.resolve_schedule_def("nightly_benchmark").job_name == "benchmark"
+    sensor = defs.resolve_sensor_def("checkpoint_evaluations")
+    assert sensor.job_name == "checkpoint_evaluation" and sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert set(defs.resources) >= {"model_runtime", "duckdb", "io_manager"}
 
 
@@ -39,6 +41,9 @@ def test_jobs_select_their_stage():
     assert asset_names(training.asset_layer.executable_asset_keys) == {"rl_run"}
     evaluation = defs.resolve_job_def("evaluation")
     assert asset_names(evaluation.asset_layer.executable_asset_keys) == {"eval_run"}
+    checkpoint_evaluation = defs.resolve_job_def("checkpoint_evaluation")
+    assert asset_names(checkpoint_evaluation.asset_layer.executable_asset_keys) == {"checkpoint_eval"}
+    assert checkpoint_evaluation.partitions_def.name == "checkpoints"  # one run per checkpoint
 
 
 def test_partitions_are_model_by_batch_size_from_the_config():

@@ -91,6 +91,11 @@ TABLES = {
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR NOT NULL, question_type VARCHAR NOT NULL, "
         "accuracy DOUBLE, n INTEGER"
     ),
+    "training_rollouts": (
+        "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, row INTEGER NOT NULL, prompt_id VARCHAR, question "
+        "VARCHAR, image_sha256 VARCHAR, completion VARCHAR, reward DOUBLE, correct BOOLEAN, advantage DOUBLE, "
+        "length INTEGER, logprob_sum DOUBLE"
+    ),
 }
 
 KEY = {"run_id": "r1", "model_key": "tiny", "batch_size": 4}
