@@ -135,7 +135,8 @@ EVAL_DDL = {
     "eval_runs": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, model VARCHAR NOT NULL, model_source VARCHAR, "
                  "dataset VARCHAR, split VARCHAR, questions INTEGER, settings JSON, max_new_tokens INTEGER, "
                  "seed BIGINT, training_run_id VARCHAR, step INTEGER, device VARCHAR, started_at TIMESTAMP WITH "
-                 "TIME ZONE, finished_at TIMESTAMP WITH TIME ZONE, wall_s DOUBLE, config JSON, rejected_rows INTEGER",
+                 "TIME ZONE, finished_at TIMESTAMP WITH TIME ZONE, wall_s DOUBLE, config JSON, rejected_rows INTEGER, "
+                 "cpu_s DOUBLE",
     "eval_samples": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, setting VARCHAR NOT NULL, item_index INTEGER NOT "
                     "NULL, item_id VARCHAR, question_type VARCHAR, sample_no INTEGER NOT NULL, response VARCHAR, "
                     "correct BOOLEAN, reward DOUBLE, response_tokens INTEGER, truncated BOOLEAN, reflection BOOLEAN",

@@ -152,7 +152,7 @@ def test_the_report_writes_views_figures_and_the_dated_artifact(bench):
     assert (payload["run_id"], payload["batch_size"], payload["summary"]["samples"]) == ("run-1", 8, 3)
     with duckdb.connect(str(bench.database), read_only=True) as conn:
         views = {name for (name,) in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-        assert views == set(VIEWS)
+        assert views == set(VIEWS) | {"cost_ledger", "cost_per_1k_samples", "training_cost"}
         assert conn.execute("SELECT batch_size, dataset, run_id FROM latest_benchmark_summary "
                             "ORDER BY 1, 2").fetchall() == [
             (1, "chartqa", "run-1"), (1, "docvqa", "run-1"), (8, "chartqa", "run-1"), (8, "docvqa", "run-1")]
