@@ -80,3 +80,11 @@ def test_the_content_hash_covers_the_policy_files_not_the_trainer_state(tmp_path
     other = _checkpoint(tmp_path / "other", weights=b"abd")
     assert content_hash(one) == content_hash(two) != content_hash(other)
     assert len(content_hash(one)) == 64
+
+
+def test_a_models_entry_can_name_a_checkpoint_so_a_benchmark_partition_loads_it(runs):
+    models, root = runs
+    config = parse_benchmark_config({**MINIMAL, "models": {**MINIMAL["models"], "run-a-latest": {
+        "source": "run-a@latest"}}}, path="bench.toml")
+    entry = config.model("run-a-latest")
+    assert model_source(entry, models).location == str(root / "run-a" / "step-4")
