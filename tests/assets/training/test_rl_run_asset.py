@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from pathlib import Path
 
 import duckdb
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from aerorl_ops.config.benchmark import parse_benchmark_config
-from aerorl_ops.models.checkpoint_refs import checkpoints_dir
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.run_inputs import rollout_engine_of
 from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH
+from tests.assets.training.run_helpers import rl_run_materialization, run_checkpoints
 
 RUN = {"warmup_steps": 2, "warmup_batch_size": 4, "steps": 1, "prompts_per_step": 2, "group_size": 2,
        "eval_size": 6, "eval_interval": 2, "kl_coef": 0.0, "control": False, "swap_check_type": "",
@@ -119,15 +118,3 @@ def test_the_rl_run_asset_is_a_thin_wrapper_of_the_library():
     body = inspect.getsource(build_rl_run(benchmark_config(BENCHMARK_CONFIG_PATH)).op.compute_fn.decorated_fn)
     assert "def rl_run(" in body.splitlines()[1] and len(body.splitlines()) <= 40
     assert "train_and_record(" in body
-
-
-def run_checkpoints(env, run_name: str) -> Path:
-    """Where the run's checkpoints are: beside the test's models folder."""
-    return checkpoints_dir(Path(env.resources["model_runtime"].models_dir)) / run_name
-
-
-def rl_run_materialization(result):
-    """The run's ``rl_run`` materialization (the step also records its ``checkpoints`` partitions)."""
-    (materialization,) = [event for event in result.asset_materializations_for_node("rl_run")
-                          if event.asset_key.path == ["rl_run"]]
-    return materialization

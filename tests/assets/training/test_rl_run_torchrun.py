@@ -7,14 +7,12 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from pathlib import Path
 
 import dagster as dg
 import duckdb
 import pytest
 
 import assets.training.torchrun as torchrun
-from aerorl_ops.models.checkpoint_refs import checkpoints_dir
 from aerorl_ops.rl.distributed import DataParallel
 from aerorl_ops.rl.recorded_run import train_and_record
 from aerorl_ops.rl.training_run import TrainingRun
@@ -22,6 +20,7 @@ from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH, benchmark_config
 from assets.training.rl_run import training_config_class
 from assets.training.run_parts import model_place, report_place, run_options
+from tests.assets.training.run_helpers import rl_run_materialization, run_checkpoints
 
 # Dagster's own Pipes client reads a preview property of its own message reader on every run
 pytestmark = pytest.mark.filterwarnings("ignore:Function `PipesMessageReader.expected_writer_count`")
@@ -127,15 +126,3 @@ def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert "assets.training.rl_run" not in imported and "aerorl_ops.rl.recorded_run" in imported
-
-
-def run_checkpoints(env, run_name: str) -> Path:
-    """Where the run's checkpoints are: beside the test's models folder."""
-    return checkpoints_dir(Path(env.resources["model_runtime"].models_dir)) / run_name
-
-
-def rl_run_materialization(result):
-    """The run's ``rl_run`` materialization (the step also records its ``checkpoints`` partitions)."""
-    (materialization,) = [event for event in result.asset_materializations_for_node("rl_run")
-                          if event.asset_key.path == ["rl_run"]]
-    return materialization
