@@ -87,14 +87,20 @@ def _train(args: argparse.Namespace) -> int:
     run_config = {"ops": {"rl_run": {"config": settings}}, **QUIET_LOGS}
     job = build_definitions(args.config).resolve_job_def("training")
     result = job.execute_in_process(instance=instance, run_config=run_config)
-    for event in result.get_asset_materialization_events():
-        metadata = event.materialization.metadata
+    events = [event.materialization for event in result.get_asset_materialization_events()]
+    checkpoints = [event.partition for event in events if event.asset_key.path == ["checkpoints"]]
+    for event in events:
+        if event.asset_key.path != ["rl_run"]:
+            continue  # the run's checkpoints: listed below
+        metadata = event.metadata
         print(metadata["evaluations"].value)
         swap = metadata["swap_changed"].value if "swap_changed" in metadata else None
         print(f"\nrun {metadata['run_id'].value}: warm-up accuracy {metadata['warmup_accuracy'].value}, "
               f"final accuracy {metadata['final_accuracy'].value}; image-swap check: "
               f"{'skipped' if swap is None else f'{swap:.1%} of answers changed'}; "
               f"checkpoint {metadata['final_checkpoint'].value}")
+    if checkpoints:
+        print(f"checkpoints (usable wherever a model key is): {', '.join(checkpoints)}")
     return 0 if result.success else 1
 
 
