@@ -5,8 +5,9 @@ Each side is a ``git worktree`` of its commit under a temporary folder (its own 
 Dagster home), run with this interpreter (the same installed packages) and the worktree first on
 ``PYTHONPATH``. Per repeat, before then after (alternating, so load drifts hit both): ``aerorl bench``
 (every partition of the shipped config; the embedded model built on first use on both sides), and with
-``--train`` the default ``aerorl train`` (warm-up, GRPO, evaluations and the supervised control). Prints
-each wall time, the medians and the ratio after / before.
+``--train`` the default ``aerorl train`` (warm-up, GRPO, evaluations and the supervised control; each
+under a run name of its own, so every repeat trains from scratch instead of finding its run finished).
+Prints each wall time, the medians and the ratio after / before.
 
     python benchmarks/bench_pipeline_overhead.py --before 334718b --repeats 2 --train
 """
@@ -48,8 +49,9 @@ def main() -> int:
     parser.add_argument("--after", default="HEAD")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--train", action="store_true", help="also time the default aerorl train")
+    parser.add_argument("--skip-bench", action="store_true", help="time aerorl train only")
     args = parser.parse_args()
-    commands = {"bench": ["bench"], **({"train": ["train"]} if args.train else {})}
+    commands = {**({} if args.skip_bench else {"bench": ["bench"]}), **({"train": ["train"]} if args.train else {})}
     with tempfile.TemporaryDirectory(prefix="aerorl-overhead-") as scratch:
         scratch_dir = Path(scratch)
         sides = {"before": worktree(args.before, scratch_dir / "before"),
@@ -59,7 +61,8 @@ def main() -> int:
             for repeat in range(args.repeats):
                 for name, argv in commands.items():
                     for side, checkout in sides.items():
-                        wall = timed(checkout, argv, scratch_dir / f"home-{side}-{name}-{repeat}")
+                        named = [*argv, "--run-name", f"overhead-{repeat}"] if name == "train" else argv
+                        wall = timed(checkout, named, scratch_dir / f"home-{side}-{name}-{repeat}")
                         times.setdefault((name, side), []).append(wall)
                         print(f"repeat {repeat} {name:5s} {side:6s} {wall:7.1f} s", flush=True)
             for name in commands:
