@@ -3,7 +3,7 @@
 An environment's ``step`` may return ``done = False`` with an observation: a user turn (text) appended
 to the conversation. Each row's completion is then its first reply, the environment's tokens (the
 reply's end-of-turn token if the model did not write it, the user turn and the assistant header, as
-the model's chat template writes them: :func:`env_turn_ids`), its next reply, and so on. The
+the model's chat template writes them: :func:`env_turn`), its next reply, and so on. The
 ``action`` mask is 1 at the model's own tokens and 0 at the environment's: the trainer's loss mask is
 the response mask times it, so environment tokens have interior gaps in the mask and never enter the
 loss (their log-probs are computed with the rest and multiplied out). Each turn's reward sits at the
@@ -56,14 +56,9 @@ class EnvTurn:
     images: tuple[Image.Image, ...] = ()  # in placeholder order
 
 
-def env_turn_ids(loaded: LoadedVLM, observation: Observation) -> list[int]:
-    """The tokens the chat template writes after an assistant turn's end-of-turn token, for the user
-    turn ``observation`` and the next assistant header."""
-    return list(env_turn(loaded, observation).ids)
-
-
 def env_turn(loaded: LoadedVLM, observation: Observation) -> EnvTurn:
-    """``observation`` as the user turn after a reply, followed by the next assistant header."""
+    """``observation`` as the user turn after a reply, followed by the next assistant header: the tokens the
+    chat template writes after an assistant turn's end-of-turn token."""
     roles = tuple(message["role"] for message in observation.messages)
     parts = tuple(tuple((part.get("type", "text"), part.get("text", "")) for part in message["content"])
                   for message in observation.messages)
@@ -102,10 +97,11 @@ def _env_turn_text(processor, tokenizer, end: int, roles: tuple[str, ...], parts
     before = processor.apply_chat_template(PROBE, tokenize=False)
     after = processor.apply_chat_template(PROBE + _messages(roles, parts), add_generation_prompt=True,
                                           tokenize=False)
-    cut = before.rfind(tokenizer.convert_ids_to_tokens(end))
+    marker = tokenizer.convert_ids_to_tokens(end)
+    cut = before.rfind(marker)
     if cut < 0 or not after.startswith(before[:cut]):
         raise ValueError(_NOT_A_CONTINUATION)
-    return after[cut + len(tokenizer.convert_ids_to_tokens(end)):]
+    return after[cut + len(marker):]
 
 
 _NOT_A_CONTINUATION = ("this model's chat template does not write an environment turn after a reply as a "

@@ -13,7 +13,7 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.two_tries import FEEDBACK, TwoTriesEnv, easy_vqa_two_tries_env
 from aerorl_ops.envs.types import Observation, observe
-from aerorl_ops.rl.multi_turn import env_turn, env_turn_ids, sample_episodes, two_try_report
+from aerorl_ops.rl.multi_turn import env_turn, sample_episodes, two_try_report
 from aerorl_ops.rl.rollout import observe_all, reply_batches
 from aerorl_ops.rl.runtimes import policy_and_reference
 from aerorl_ops.rl.sequences import append_completions, completion_logprobs
@@ -29,7 +29,7 @@ def env():
 
 def test_the_environment_turn_is_the_chat_templates_user_turn_and_assistant_header(tiny_vlm, env):
     wrong = env.step(env.reset(0)[0], _completion("?"))
-    ids = env_turn_ids(tiny_vlm, wrong.observation)
+    ids = list(env_turn(tiny_vlm, wrong.observation).ids)
     assert tiny_vlm.tokenizer.decode(ids) == f"\n<|im_start|>user\n{FEEDBACK}<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -37,7 +37,7 @@ def test_a_wrong_first_answer_gets_a_second_turn_whose_environment_tokens_are_ga
     """The yes-model answers "yes" every time: right on yes-questions (one turn, reward 1), wrong on the
     others (two turns, 0 then 0.5 x right)."""
     episodes = sample_episodes(yes_vlm, env, list(range(16)), 4, None)
-    feedback = env_turn_ids(yes_vlm, env.step(env.reset(0)[0], _completion("?")).observation)
+    feedback = list(env_turn(yes_vlm, env.step(env.reset(0)[0], _completion("?")).observation).ids)
     answers = [env.items[k].answers[0] for k in range(16)]
     assert set(answers) > {"yes"}  # both kinds of question are here
     for k, answer in enumerate(answers):
@@ -69,7 +69,7 @@ def test_an_rl_step_never_counts_an_environment_token(tiny_model_dir, env, monke
     stats = trainer.rl_step(env, [0, 1, 2, 3])
     masks = torch.cat([part.mask for part in seen])  # [B, L] the loss's counted tokens, rows in order
     assert stats.response_length > 3  # some episode took a second turn: its completion holds the feedback
-    feedback = len(env_turn_ids(policy.loaded, env.step(env.reset(0)[0], _completion("?")).observation))
+    feedback = len(env_turn(policy.loaded, env.step(env.reset(0)[0], _completion("?")).observation).ids)
     interior = []  # per row, the uncounted tokens between its first and last counted one
     for row in masks.tolist():
         counted = [k for k, value in enumerate(row) if value == 1.0]
