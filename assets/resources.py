@@ -12,6 +12,7 @@ from aerorl_ops.config.scale_out import StorageSettings
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
+from aerorl_ops.rl.embedded_easy_vqa import EMBEDDED_BUILDERS
 from assets.io_managers import ParquetTableIOManager
 from assets.project import DATA_DIR, DUCKDB_PATH, MODELS_DIR
 
@@ -42,7 +43,7 @@ class ModelRuntime(dg.ConfigurableResource):
 
     def load(self, entry: ModelEntry) -> LoadedVLM:
         self.apply_threads()
-        source = model_source(entry, Path(self.models_dir), self.local_files_only)
+        source = model_source(entry, Path(self.models_dir), self.local_files_only, EMBEDDED_BUILDERS)
         return load_vlm(source, self.torch_device(), TORCH_DTYPES[entry.dtype])
 
 

@@ -10,6 +10,7 @@ under a run name of its own, so every repeat trains from scratch instead of find
 Prints each wall time, the medians and the ratio after / before.
 
     python benchmarks/bench_pipeline_overhead.py --before 334718b --repeats 2 --train
+    python benchmarks/bench_pipeline_overhead.py --before 334718b --bench-model tiny-qwen2-vl   # same partitions
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--train", action="store_true", help="also time the default aerorl train")
     parser.add_argument("--skip-bench", action="store_true", help="time aerorl train only")
+    parser.add_argument("--bench-model", action="append", default=[],
+                        help="time `aerorl bench --model KEY` (repeatable): the same partitions on both sides when "
+                             "the shipped config gained a model between them")
     args = parser.parse_args()
-    commands = {**({} if args.skip_bench else {"bench": ["bench"]}), **({"train": ["train"]} if args.train else {})}
+    bench = ["bench", *(arg for key in args.bench_model for arg in ("--model", key))]
+    commands = {**({} if args.skip_bench else {"bench": bench}), **({"train": ["train"]} if args.train else {})}
     with tempfile.TemporaryDirectory(prefix="aerorl-overhead-") as scratch:
         scratch_dir = Path(scratch)
         sides = {"before": worktree(args.before, scratch_dir / "before"),

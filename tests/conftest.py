@@ -1,4 +1,4 @@
-"""Shared fixtures: the embedded tiny model (built once per session), a few synthetic rows, and
+"""Shared fixtures: the embedded models (built once per session), a few synthetic rows, and
 isolated Dagster resources (model cache, DuckDB file, Parquet cache, ephemeral instance) under tmp."""
 
 from __future__ import annotations
@@ -44,6 +44,16 @@ def tiny_model_dir(models_dir: Path) -> Path:
     from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 
     return build_tiny_qwen2vl(models_dir / TINY_MODEL_KEY)
+
+
+@pytest.fixture(scope="session")
+def easy_vqa_model_dir(models_dir: Path, tiny_model_dir: Path) -> Path:
+    """The second embedded model (the tiny one after the shipped supervised recipe on easy-VQA, ~50 s),
+    built once, where ``ModelRuntime`` would build it."""
+    from aerorl_ops.models.entry import EMBEDDED_EASY_VQA
+    from aerorl_ops.rl.embedded_easy_vqa import build_tiny_qwen2vl_easy_vqa
+
+    return build_tiny_qwen2vl_easy_vqa(models_dir / EMBEDDED_EASY_VQA)
 
 
 def load_tiny(model_dir: Path) -> LoadedVLM:

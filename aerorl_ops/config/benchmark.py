@@ -42,13 +42,12 @@ from aerorl_ops.config.rewards import RewardSettings, parse_rewards
 from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.checkpoint_refs import CheckpointRef
-from aerorl_ops.models.entry import EMBEDDED_PREFIX, ModelEntry
+from aerorl_ops.models.entry import EMBEDDED_MODELS, EMBEDDED_PREFIX, ModelEntry
 
 __all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "EvalSettings", "GenerationSettings",
            "RewardSettings", "TrainingSettings",
            "load_benchmark_config", "model_entry", "parse_benchmark_config", "parse_rewards"]
 
-EMBEDDED_MODELS = ("tiny-qwen2-vl",)
 SAFE_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DTYPES = ("float32", "bfloat16", "float16")
 

@@ -9,7 +9,7 @@ failures, timeouts, cache hits and generate calls over the run (failures are nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.envs.reward_stack_grader import prompt_text
 from aerorl_ops.envs.wrapped import WrappedEnv
 from aerorl_ops.models.loading import load_vlm
-from aerorl_ops.models.sources import TORCH_DTYPES, model_source
+from aerorl_ops.models.sources import BASE_BUILDERS, TORCH_DTYPES, EmbeddedBuilder, model_source
 from aerorl_ops.rewards.judge import GradeCache, JudgedScores, JudgeModel, JudgeScorer, JudgeTriple, MemoryGradeCache
 from aerorl_ops.scoring.judge_model import TransformersJudge
 
@@ -105,10 +105,13 @@ def named_judged_env(env: TaskEnv, name: str, bench: BenchmarkConfig, load_judge
 
 
 def judge_loader(bench: BenchmarkConfig, models_dir: Path, device: torch.device,
-                 local_files_only: bool = True) -> Callable[[str], JudgeModel]:
-    """Loads a ``[models]`` key of ``bench`` as a transformers judge on ``device``, in its configured dtype."""
+                 local_files_only: bool = True,
+                 builders: Mapping[str, EmbeddedBuilder] = BASE_BUILDERS) -> Callable[[str], JudgeModel]:
+    """Loads a ``[models]`` key of ``bench`` as a transformers judge on ``device``, in its configured dtype
+    (an embedded model built by its entry in ``builders``)."""
     def load(key: str) -> JudgeModel:
         entry = bench.model(key)
-        loaded = load_vlm(model_source(entry, Path(models_dir), local_files_only), device, TORCH_DTYPES[entry.dtype])
+        loaded = load_vlm(model_source(entry, Path(models_dir), local_files_only, builders), device,
+                          TORCH_DTYPES[entry.dtype])
         return TransformersJudge(loaded, key)
     return load

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 
 from aerorl_ops.models.checkpoint_refs import CheckpointRef, checkpoints_dir, resolve_checkpoint
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.models.entry import ModelEntry
-from aerorl_ops.models.loading import ModelSource, load_processor
+from aerorl_ops.models.entry import EMBEDDED_DEFAULT, ModelEntry
+from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor
 
-EMBEDDED_BUILDERS = {"tiny-qwen2-vl": build_tiny_qwen2vl}
+EmbeddedBuilder = Callable[[Path], Path]
+"""Builds an embedded model into the folder it is given (skipped when already built there); returns it."""
+BASE_BUILDERS: dict[str, EmbeddedBuilder] = {EMBEDDED_DEFAULT: build_tiny_qwen2vl}
+"""The embedded models this layer builds; the trained ones need the trainer (``rl.embedded_easy_vqa``
+holds every builder), so code above ``rl`` passes that registry."""
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = True) -> ModelSource:
-    """Where ``entry``'s weights are; embedded models are built under ``models_dir`` on first use."""
+def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = True,
+                 builders: Mapping[str, EmbeddedBuilder] = BASE_BUILDERS) -> ModelSource:
+    """Where ``entry``'s weights are; embedded models are built under ``models_dir`` on first use by
+    their entry in ``builders``."""
     location = entry.source
     if entry.embedded_name is not None:
-        location = str(EMBEDDED_BUILDERS[entry.embedded_name](Path(models_dir) / entry.embedded_name))
+        if entry.embedded_name not in builders:
+            raise ModelUnavailableError(f"model {entry.key!r}: embedded model {entry.embedded_name!r} cannot be "
+                                        f"built here (this caller builds {sorted(builders)})")
+        location = str(builders[entry.embedded_name](Path(models_dir) / entry.embedded_name))
     elif (ref := CheckpointRef.parse(entry.source)) is not None:  # run_id@step: a training run's checkpoint
         location = str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))
     return ModelSource(location=location, trust_remote_code=entry.trust_remote_code,

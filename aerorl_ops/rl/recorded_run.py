@@ -39,6 +39,7 @@ from aerorl_ops.reporting.training_plots import training_plots_dir
 from aerorl_ops.rl.algorithms import resolved_settings
 from aerorl_ops.rl.checkpoint import ResumePoint
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
+from aerorl_ops.rl.embedded_easy_vqa import EMBEDDED_BUILDERS
 from aerorl_ops.rl.reporters import (
     NULL_REPORTER,
     FiguresReporter,
@@ -195,7 +196,7 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
     check_report_database(report.database)  # a damaged report database is named before any work
     train_env, held_out = training_environments(settings, bench.seed + settings.seed, bench.datasets)  # before a model
     train_env = named_judged_env(train_env, settings.env, bench, judge_loader(  # [datasets.<env>] judge = "<key>"
-        bench, place.models_dir, resolve_device(place.device), place.local_files_only))
+        bench, place.models_dir, resolve_device(place.device), place.local_files_only, EMBEDDED_BUILDERS))
     validation = validation_environment(settings, bench.datasets)
     base = base_model_location(settings.base_model, bench, place.models_dir, place.local_files_only)
     rollout_engine = rollout_engine_of(settings.base_model, bench)

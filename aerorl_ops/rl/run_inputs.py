@@ -24,6 +24,7 @@ from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.sources import TORCH_DTYPES, check_local_model, model_source
 from aerorl_ops.rl.distributed import check_data_parallel
+from aerorl_ops.rl.embedded_easy_vqa import EMBEDDED_BUILDERS
 
 TRAIN_SEED_OFFSET = 1000
 EVAL_SAMPLE_SEED = 0
@@ -99,7 +100,7 @@ def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, wh
 def base_model_location(base_model: str, bench: BenchmarkConfig, models_dir: Path, local_files_only: bool) -> str:
     """Where ``base_model`` (a model key of ``bench``, else a checkpoint directory) loads from."""
     entry = model_entry(base_model, bench, "rl_run config base_model")
-    return model_source(entry, Path(models_dir), local_files_only).location
+    return model_source(entry, Path(models_dir), local_files_only, EMBEDDED_BUILDERS).location
 
 
 def base_model_dtype(base_model: str, bench: BenchmarkConfig) -> torch.dtype:

@@ -22,12 +22,15 @@ def no_model_loads(monkeypatch, tmp_path):
     import transformers
 
     import aerorl_ops.models.sources as sources
+    import aerorl_ops.rl.embedded_easy_vqa as embedded
 
     def refuse(*args, **kwargs):
         raise AssertionError("a model load happened before the input was refused")
 
     monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", refuse)
-    monkeypatch.setattr(sources, "EMBEDDED_BUILDERS", {"tiny-qwen2-vl": refuse})
+    for registry in (sources.BASE_BUILDERS, embedded.EMBEDDED_BUILDERS):
+        for name in registry:
+            monkeypatch.setitem(registry, name, refuse)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "never_created"))
     yield
     assert not (tmp_path / "never_created").exists()

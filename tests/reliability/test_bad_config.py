@@ -42,6 +42,7 @@ def model_loads(monkeypatch) -> list[str]:
 
     import aerorl_ops.models.loading as loading
     import aerorl_ops.models.sources as sources
+    import aerorl_ops.rl.embedded_easy_vqa as embedded
     import aerorl_ops.rl.runtimes as runtimes
     import assets.resources as resources
 
@@ -56,7 +57,9 @@ def model_loads(monkeypatch) -> list[str]:
     for module in (loading, resources, runtimes):
         monkeypatch.setattr(module, "load_vlm", refuse(f"{module.__name__}.load_vlm"))
     monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", refuse("from_pretrained"))
-    monkeypatch.setattr(sources, "EMBEDDED_BUILDERS", {"tiny-qwen2-vl": refuse("build_tiny_qwen2vl")})
+    for registry in (sources.BASE_BUILDERS, embedded.EMBEDDED_BUILDERS):  # every embedded model, built or not
+        for name in registry:
+            monkeypatch.setitem(registry, name, refuse(f"the build of {name}"))
     yield calls
     assert calls == [], f"a model load happened: {calls}"
 

@@ -21,9 +21,10 @@ def config_data(**overrides) -> dict:
 
 def test_the_shipped_config_parses():
     config = load_benchmark_config(BENCHMARK_CONFIG_PATH)
-    assert config.model_keys == ("tiny-qwen2-vl",)
+    assert config.model_keys == ("tiny-qwen2-vl", "tiny-qwen2-vl-easy-vqa")
     assert config.batch_sizes == (1, 4, 8)
     assert config.model("tiny-qwen2-vl").embedded_name == "tiny-qwen2-vl"
+    assert config.model("tiny-qwen2-vl-easy-vqa").embedded_name == "tiny-qwen2-vl-easy-vqa"
     assert sum(config.rewards.weights.values()) == pytest.approx(1.0)
 
 

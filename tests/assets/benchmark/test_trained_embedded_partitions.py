@@ -1,0 +1,76 @@
+"""The shipped benchmark's second model, ``tiny-qwen2-vl-easy-vqa``, gives the nightly report something to
+compare: real accuracy on easy-VQA, a batch-size invariance check over answers that are not all the
+same empty guess, and a rerun of the same code that changes no row.
+
+The real definitions (the shipped config's partitions) run with isolated resources: 24 easy-VQA test
+questions and one DocVQA and one ChartQA row; the model is the session's build of the shipped recipe.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import duckdb
+import pytest
+
+from aerorl_ops.models.entry import EMBEDDED_EASY_VQA
+from aerorl_pipeline.definitions import build_definitions
+from assets.runs import BENCHMARK_RUN_TAG
+
+ROWS_RUN_CONFIG = {"ops": {"docvqa_rows": {"config": {"limit": 1}}, "chartqa_rows": {"config": {"limit": 1}},
+                           "easy_vqa_rows": {"config": {"limit": 24}}}}
+NIGHT_1, NIGHT_2 = "night-1", "night-2"
+
+
+def partition(batch_size: int) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"model": EMBEDDED_EASY_VQA, "batch_size": str(batch_size)})
+
+
+def checks_of(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory, dagster_env_factory, easy_vqa_model_dir):
+    """Night 1: batch sizes 1 and 4; night 2: batch size 1 again, same code."""
+    env = dagster_env_factory(tmp_path_factory.mktemp("trained_partitions"))
+    defs = build_definitions(resources=env.resources)
+    rows = [defs.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")]
+    assert dg.materialize(rows, resources=env.resources, instance=env.instance, run_config=ROWS_RUN_CONFIG,
+                          tags={BENCHMARK_RUN_TAG: NIGHT_1}).success
+    job = defs.resolve_job_def("benchmark")
+    results = {(night, size): job.execute_in_process(partition_key=partition(size), instance=env.instance,
+                                                     tags={BENCHMARK_RUN_TAG: night}, raise_on_error=False)
+               for night, size in ((NIGHT_1, 1), (NIGHT_1, 4), (NIGHT_2, 1))}
+    yield env, results
+    env.instance.dispose()
+
+
+def test_the_trained_model_scores_real_accuracy_on_easy_vqa(nights):
+    env, results = nights
+    assert all(result.success for result in results.values())
+    with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+        summary = conn.execute("SELECT run_id, batch_size, samples, accuracy FROM benchmark_summary "
+                               "WHERE model_key = ? AND dataset = 'easy_vqa' ORDER BY ALL",
+                               [EMBEDDED_EASY_VQA]).fetchall()
+        answers = conn.execute("SELECT count(DISTINCT response) FROM generations WHERE run_id = ? AND batch_size = 1 "
+                               "AND dataset = 'easy_vqa'", [NIGHT_1]).fetchone()[0]
+    assert [(run, size, n) for run, size, n, _ in summary] == [(NIGHT_1, 1, 24), (NIGHT_1, 4, 24), (NIGHT_2, 1, 24)]
+    assert all(accuracy >= 0.6 for *_, accuracy in summary)  # the untrained model scores 0.0 here
+    assert answers >= 3  # yes/no and colours, not one guess for every question
+
+
+def test_batch_size_4_answers_as_batch_size_1_does(nights):
+    _, results = nights
+    invariance = checks_of(results[(NIGHT_1, 4)])["benchmark_report_is_batch_size_invariant"]
+    assert invariance.passed
+    assert (invariance.metadata["compared"].value, invariance.metadata["mismatches"].value) == (26, 0)
+
+
+def test_a_rerun_of_the_same_code_changes_no_row(nights):
+    env, results = nights
+    rows = checks_of(results[(NIGHT_2, 1)])["benchmark_report_rows_have_not_regressed"]
+    assert rows.passed
+    assert (rows.metadata["rows_lost"].value, rows.metadata["rows_gained"].value,
+            rows.metadata["rows_changed_text"].value) == (0, 0, 0)
+    with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM benchmark_regressions WHERE run_id = ?", [NIGHT_2]).fetchone() == (0,)
