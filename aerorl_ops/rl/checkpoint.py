@@ -78,14 +78,14 @@ def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.O
                     "optimizer": optimizer.state_dict() if optimizer is not None else {}}, staging / TRAINER_STATE)
         if value_head is not None:
             torch.save(value_head.state_dict(), staging / VALUE_HEAD)
-        replace_dir(staging, directory)
+        _replace_dir(staging, directory)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return directory
 
 
-def replace_dir(new: Path, directory: Path) -> None:
+def _replace_dir(new: Path, directory: Path) -> None:
     """Rename ``new`` to ``directory``; an existing ``directory`` is renamed aside first, then removed."""
     if not directory.exists():
         new.rename(directory)

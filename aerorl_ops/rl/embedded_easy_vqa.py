@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import shutil
 import tempfile
 import warnings
@@ -30,22 +31,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from filelock import FileLock
 
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs.easy_vqa import easy_vqa_env
-from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, prior_evaluation
 from aerorl_ops.models.embedded_default import TinyQwen2VLSpec, build_tiny_qwen2vl
 from aerorl_ops.models.entry import EMBEDDED_DEFAULT, EMBEDDED_EASY_VQA
-from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.sources import BASE_BUILDERS, EmbeddedBuilder
-from aerorl_ops.rl.checkpoint import replace_dir
-from aerorl_ops.rl.lora import save_policy
-from aerorl_ops.rl.runtimes import policy_and_reference
-from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
-from aerorl_ops.rl.trainer import RLTrainer
+
+if TYPE_CHECKING:
+    from aerorl_ops.eval_runner.held_out import EvalResult
 
 BUILD_MARKER = "aerorl_embedded.json"
 HELD_OUT_FILE = "held_out.json"
@@ -115,7 +112,9 @@ def build_tiny_qwen2vl_easy_vqa(output_dir: Path, recipe: EasyVQAWarmStart = Eas
                 score = _train(base, staging, recipe)
                 (staging / HELD_OUT_FILE).write_text(json.dumps(asdict(score), indent=2, sort_keys=True))
                 (staging / BUILD_MARKER).write_text(json.dumps(_build_record(recipe), indent=2, sort_keys=True))
-                replace_dir(staging, output_dir)
+                if output_dir.exists():  # an older build: replaced (the lock keeps other builders out)
+                    shutil.rmtree(output_dir)
+                os.replace(staging, output_dir)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     if score.colour_gain < READS_COLOUR_BY:
@@ -143,7 +142,17 @@ def _base_model(models_dir: Path, spec: TinyQwen2VLSpec) -> Iterator[Path]:
 
 
 def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutScore:
-    """``recipe``'s supervised steps from ``base``, saved into ``output_dir``; the held-out score."""
+    """``recipe``'s supervised steps from ``base``, saved into ``output_dir``; the held-out score. The
+    trainer's modules (peft, bitsandbytes) load here, not with this module: every benchmark partition
+    imports the registry, few build."""
+    from aerorl_ops.envs.easy_vqa import easy_vqa_env
+    from aerorl_ops.eval_runner.held_out import evaluate_policy, prior_evaluation
+    from aerorl_ops.models.image_only_processor import save_processor
+    from aerorl_ops.rl.lora import save_policy
+    from aerorl_ops.rl.runtimes import policy_and_reference
+    from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
+    from aerorl_ops.rl.trainer import RLTrainer
+
     settings = recipe.training_settings()
     threads, rng_state = torch.get_num_threads(), torch.random.get_rng_state()
     torch.set_num_threads(recipe.threads)
