@@ -162,10 +162,11 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
         policy, _ = policy_and_reference(str(base), settings, device="cpu")
         trainer = RLTrainer(settings, policy)
         sampler = ItemSampler(train, settings.seed, settings.curriculum_stages)
-        for step in range(recipe.steps):
-            trainer.set_learning_rate(learning_rate_at(step, recipe.learning_rate, recipe.steps, "cosine",
-                                                       recipe.lr_warmup_steps, recipe.lr_min_ratio))
-            trainer.supervised_step(train, sampler.batch(step, recipe.batch_size))
+        for step in range(settings.warmup_steps):  # as a training run's warm-up steps (rl.training_run)
+            trainer.set_learning_rate(learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps,
+                                                       settings.warmup_lr_schedule, settings.warmup_lr_warmup_steps,
+                                                       settings.lr_min_ratio))
+            trainer.supervised_step(train, sampler.batch(step, settings.warmup_batch_size))
         loaded = policy.loaded
         save_policy(loaded.model, output_dir)
         save_processor(loaded.processor, output_dir)
