@@ -69,14 +69,17 @@ def step_folder(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / f"{STEP_PREFIX}{step}"
 
 
+def step_folders(run_dir: Path) -> list[tuple[int, Path]]:
+    """The ``step-N`` folders under ``run_dir`` (complete or not), newest (largest N) first."""
+    found = [(int(p.name.removeprefix(STEP_PREFIX)), p) for p in Path(run_dir).glob(f"{STEP_PREFIX}*")
+             if p.is_dir() and p.name.removeprefix(STEP_PREFIX).isdigit()]
+    return sorted(found, reverse=True)
+
+
 def saved_steps(run_dir: Path) -> list[int]:
     """The steps of ``run_dir``'s complete ``step-N`` folders, in order."""
-    steps = []
-    for folder in Path(run_dir).glob(f"{STEP_PREFIX}*"):
-        number = folder.name.removeprefix(STEP_PREFIX)
-        if number.isdigit() and all((folder / name).is_file() for name in COMPLETE_FILES):
-            steps.append(int(number))
-    return sorted(steps)
+    return sorted(step for step, folder in step_folders(run_dir)
+                  if all((folder / name).is_file() for name in COMPLETE_FILES))
 
 
 def resolve_checkpoint(ref: CheckpointRef, checkpoints: Path) -> Path:

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -165,8 +166,18 @@ def _build_record(spec: TinyQwen2VLSpec) -> dict[str, object]:
 
 
 def _is_built(output_dir: Path, spec: TinyQwen2VLSpec) -> bool:
-    marker = output_dir / BUILD_MARKER
-    return marker.exists() and json.loads(marker.read_text()) == _build_record(spec)
+    return holds_build(output_dir, _build_record(spec))
+
+
+def holds_build(folder: Path, record: Mapping[str, object]) -> bool:
+    """Whether ``folder``'s build marker holds ``record`` (what an embedded build was made from)."""
+    marker = Path(folder) / BUILD_MARKER
+    return marker.exists() and json.loads(marker.read_text()) == record
+
+
+def write_build_marker(folder: Path, record: Mapping[str, object]) -> None:
+    """Mark ``folder`` as built from ``record`` (written last, so a marked folder is whole)."""
+    (Path(folder) / BUILD_MARKER).write_text(json.dumps(record, indent=2, sort_keys=True))
 
 
 def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
@@ -187,4 +198,4 @@ def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
 
     model.save_pretrained(output_dir)
     save_processor(processor, output_dir)
-    (output_dir / BUILD_MARKER).write_text(json.dumps(_build_record(spec), indent=2, sort_keys=True))
+    write_build_marker(output_dir, _build_record(spec))

@@ -24,14 +24,13 @@ def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = T
                  builders: Mapping[str, EmbeddedBuilder] = BASE_BUILDERS) -> ModelSource:
     """Where ``entry``'s weights are; embedded models are built under ``models_dir`` on first use by
     their entry in ``builders``."""
-    location = entry.source
     if entry.embedded_name is not None:
         if entry.embedded_name not in builders:
             raise ModelUnavailableError(f"model {entry.key!r}: embedded model {entry.embedded_name!r} cannot be "
                                         f"built here (this caller builds {sorted(builders)})")
         location = str(builders[entry.embedded_name](Path(models_dir) / entry.embedded_name))
-    elif (ref := CheckpointRef.parse(entry.source)) is not None:  # run_id@step: a training run's checkpoint
-        location = str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))
+    else:
+        location = resolved_reference(entry.source, models_dir)
     return ModelSource(location=location, trust_remote_code=entry.trust_remote_code,
                        local_files_only=local_files_only, key=entry.key, backend=entry.backend)
 
@@ -43,10 +42,15 @@ def check_local_model(entry: ModelEntry, models_dir: Path | None = None) -> None
     resolved first (``CheckpointNotFound`` when it names nothing). Reads the config and builds the
     processor, no weights, so commands run it before anything loads; embedded models and hub ids are
     left to the load itself."""
-    source = entry.source
-    if models_dir is not None and (ref := CheckpointRef.parse(source)) is not None:
-        source = str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))
+    source = entry.source if models_dir is None else resolved_reference(entry.source, models_dir)
     if entry.embedded_name is not None or not Path(source).expanduser().is_dir():
         return
     key = "" if entry.key == source else entry.key  # a directory given by path is named once
     load_processor(ModelSource(location=source, trust_remote_code=entry.trust_remote_code, key=key))
+
+
+def resolved_reference(source: str, models_dir: Path) -> str:
+    """``source`` itself, or, when it is a training run's checkpoint ``run_id@step`` / ``run_id@latest``, its
+    folder among the checkpoints beside ``models_dir`` (``CheckpointNotFound`` when it names nothing)."""
+    ref = CheckpointRef.parse(source)
+    return source if ref is None else str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from aerorl_ops.models.checkpoint_refs import MODEL_CONFIG, STEP_PREFIX, TRAINER_STATE, VALUE_HEAD, step_folder
+from aerorl_ops.models.checkpoint_refs import MODEL_CONFIG, TRAINER_STATE, VALUE_HEAD, step_folders
 from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.lora import save_policy
@@ -58,11 +58,6 @@ class ResumePoint:
     @property
     def step(self) -> int:
         return self.state.step if self.state else 0
-
-
-def step_dir(run_dir: Path, step: int) -> Path:
-    """The folder of the checkpoint at global ``step``."""
-    return step_folder(run_dir, step)
 
 
 def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer | None, step: int,
@@ -130,18 +125,11 @@ def checked_checkpoint_state(directory: Path) -> CheckpointState:
         raise ValueError(f"checkpoint {directory}: {names} does not load ({type(error).__name__}: {error})") from error
 
 
-def step_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """The ``step-N`` folders under ``run_dir``, newest (largest N) first."""
-    found = [(int(p.name.removeprefix(STEP_PREFIX)), p) for p in Path(run_dir).glob(f"{STEP_PREFIX}*")
-             if p.is_dir() and p.name.removeprefix(STEP_PREFIX).isdigit()]
-    return sorted(found, reverse=True)
-
-
 def newest_complete_checkpoint(run_dir: Path) -> ResumePoint:
     """The newest ``step-N`` checkpoint under ``run_dir`` that loads; each newer, torn one is named, with
     the reason, in ``ResumePoint.skipped``."""
     skipped: list[TornCheckpoint] = []
-    for _, path in step_checkpoints(run_dir):
+    for _, path in step_folders(run_dir):
         try:
             state = checked_checkpoint_state(path)
         except ValueError as error:

@@ -37,14 +37,13 @@ import torch
 from filelock import FileLock
 
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.models.embedded_default import TinyQwen2VLSpec, build_tiny_qwen2vl
+from aerorl_ops.models.embedded_default import TinyQwen2VLSpec, build_tiny_qwen2vl, holds_build, write_build_marker
 from aerorl_ops.models.entry import EMBEDDED_DEFAULT, EMBEDDED_EASY_VQA
 from aerorl_ops.models.sources import BASE_BUILDERS, EmbeddedBuilder
 
 if TYPE_CHECKING:
     from aerorl_ops.eval_runner.held_out import EvalResult
 
-BUILD_MARKER = "aerorl_embedded.json"
 HELD_OUT_FILE = "held_out.json"
 BUILD_VERSION = 1  # bump when the build changes without a recipe change
 HELD_OUT_QUESTIONS = 600  # the fixed held-out sample the build scores: easy-VQA test, seed 0
@@ -111,7 +110,7 @@ def build_tiny_qwen2vl_easy_vqa(output_dir: Path, recipe: EasyVQAWarmStart = Eas
             try:
                 score = _train(base, staging, recipe)
                 (staging / HELD_OUT_FILE).write_text(json.dumps(asdict(score), indent=2, sort_keys=True))
-                (staging / BUILD_MARKER).write_text(json.dumps(_build_record(recipe), indent=2, sort_keys=True))
+                write_build_marker(staging, _build_record(recipe))
                 if output_dir.exists():  # an older build: replaced (the lock keeps other builders out)
                     shutil.rmtree(output_dir)
                 os.replace(staging, output_dir)
@@ -150,7 +149,7 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
     from aerorl_ops.models.image_only_processor import save_processor
     from aerorl_ops.rl.lora import save_policy
     from aerorl_ops.rl.runtimes import policy_and_reference
-    from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
+    from aerorl_ops.rl.schedule import ItemSampler, warmup_learning_rate
     from aerorl_ops.rl.trainer import RLTrainer
 
     settings = recipe.training_settings()
@@ -163,9 +162,7 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
         trainer = RLTrainer(settings, policy)
         sampler = ItemSampler(train, settings.seed, settings.curriculum_stages)
         for step in range(settings.warmup_steps):  # as a training run's warm-up steps (rl.training_run)
-            trainer.set_learning_rate(learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps,
-                                                       settings.warmup_lr_schedule, settings.warmup_lr_warmup_steps,
-                                                       settings.lr_min_ratio))
+            trainer.set_learning_rate(warmup_learning_rate(settings, step))
             trainer.supervised_step(train, sampler.batch(step, settings.warmup_batch_size))
         loaded = policy.loaded
         save_policy(loaded.model, output_dir)
@@ -187,8 +184,7 @@ def _build_record(recipe: EasyVQAWarmStart) -> dict[str, object]:
 
 
 def _is_built(output_dir: Path, recipe: EasyVQAWarmStart) -> bool:
-    marker = output_dir / BUILD_MARKER
-    return marker.exists() and json.loads(marker.read_text()) == _build_record(recipe)
+    return holds_build(output_dir, _build_record(recipe))
 
 
 EMBEDDED_BUILDERS: dict[str, EmbeddedBuilder] = {**BASE_BUILDERS, EMBEDDED_EASY_VQA: build_tiny_qwen2vl_easy_vqa}

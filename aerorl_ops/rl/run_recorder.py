@@ -32,6 +32,7 @@ from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord, eval_rows, eval_type_rows, sampled_eval_writes, step_rows
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.storage.duckdb_store import (
+    PartitionWrite,
     ensure_tables,
     rejected_rows_table,
     transaction,
@@ -57,7 +58,6 @@ ROW_KEYS: Mapping[str, tuple[str, ...]] = {
     TRAINING_STEPS.name: ("run_id", "step"),
     TRAINING_EVALS.name: ("run_id", "step", "phase"),
     TRAINING_EVAL_TYPES.name: ("run_id", "step", "phase", "question_type"),
-    TRAINING_ROLLOUTS.name: ("run_id", "step", "row"),
 }
 """The columns that name one row of each training table: a write replaces the stored row of its key."""
 ROLLOUT_IMAGES_DIR = "rollout_images"
@@ -202,14 +202,12 @@ class RunRecorder:
             for sample in samples:
                 if sample.image is not None:
                     save_once(self.images_dir / sample.image_sha256, sample.image)
-        steps = sorted({sample.step for sample in samples})
-        rows = pa.Table.from_pylist([{"run_id": self.run_id, **{name: getattr(sample, name)
-                                      for name in TRAINING_ROLLOUTS.column_names if name != "run_id"}}
-                                     for sample in samples], schema=TRAINING_ROLLOUTS.schema)
+        writes = [PartitionWrite(TRAINING_ROLLOUTS, {"run_id": self.run_id, "step": step}, pa.Table.from_pylist(
+            [{"run_id": self.run_id, **{name: getattr(sample, name) for name in TRAINING_ROLLOUTS.column_names
+                                         if name != "run_id"}} for sample in samples if sample.step == step],
+            schema=TRAINING_ROLLOUTS.schema)) for step in sorted({sample.step for sample in samples})]
         with self.connect() as conn, transaction(conn):
-            for step in steps:
-                conn.execute("DELETE FROM training_rollouts WHERE run_id = ? AND step = ?", [self.run_id, step])
-            upsert_rows(conn, TRAINING_ROLLOUTS, ROW_KEYS[TRAINING_ROLLOUTS.name], rows)
+            write_partitions(conn, writes)
 
     def _upsert(self, spec: TableSpec, rows: pa.Table, *more: tuple[TableSpec, pa.Table]) -> None:
         with self.connect() as conn, transaction(conn):

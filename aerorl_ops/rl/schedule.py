@@ -15,6 +15,7 @@ import random
 from collections.abc import Sequence
 
 from aerorl_ops.config.curriculum import CurriculumStage, stage_at
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
 
 
@@ -38,6 +39,12 @@ def learning_rate_at(step: int, base: float, total_steps: int, schedule: str, wa
     decay_steps = total_steps - warmup_steps - 1
     progress = min(1.0, (step - warmup_steps) / decay_steps) if decay_steps > 0 else 0.0
     return base * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def warmup_learning_rate(settings: TrainingSettings, step: int) -> float:
+    """The supervised warm-up's learning rate at 0-based ``step`` (``warmup_*`` settings, ``lr_min_ratio``)."""
+    return learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps, settings.warmup_lr_schedule,
+                            settings.warmup_lr_warmup_steps, settings.lr_min_ratio)
 
 
 class ItemSampler:

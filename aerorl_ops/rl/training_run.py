@@ -53,6 +53,7 @@ from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, Train
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
 from aerorl_ops.eval_runner.runner import evaluate_model
+from aerorl_ops.models.checkpoint_refs import step_folder
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.algorithms import resolved_settings
 from aerorl_ops.rl.checkpoint import (
@@ -60,13 +61,12 @@ from aerorl_ops.rl.checkpoint import (
     load_checkpoint_state,
     newest_complete_checkpoint,
     save_checkpoint,
-    step_dir,
 )
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.reporters import NULL_REPORTER, CallbackReporter, RunReporter, warn_torn
 from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtimes import PolicyRuntime, policy_and_reference
-from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at
+from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at, warmup_learning_rate
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.trainer import RLTrainer
 
@@ -171,9 +171,7 @@ class TrainingRun:
         settings, trainer = self.settings, self.trainer
         while trainer.state.step < settings.warmup_steps:
             step = trainer.state.step
-            trainer.set_learning_rate(learning_rate_at(step, settings.warmup_learning_rate, settings.warmup_steps,
-                                                       settings.warmup_lr_schedule, settings.warmup_lr_warmup_steps,
-                                                       settings.lr_min_ratio))
+            trainer.set_learning_rate(warmup_learning_rate(settings, step))
             self._record_step(trainer.supervised_step(self.train_env,
                                                       self.sampler.batch(step, settings.warmup_batch_size)))
             if trainer.state.step == settings.warmup_steps:
@@ -218,7 +216,7 @@ class TrainingRun:
     def _finish(self) -> None:
         """The final checkpoint and evaluation, the image-swap check and the control (main rank)."""
         settings = self.settings
-        self.result.final_checkpoint = self._save(step_dir(self.run_dir, self.trainer.state.step),
+        self.result.final_checkpoint = self._save(step_folder(self.run_dir, self.trainer.state.step),
                                                   self.result.reference_source, True)
         self._evaluate("final")
         if settings.swap_check_type:
@@ -235,9 +233,7 @@ class TrainingRun:
         trainer = RLTrainer(settings, policy)
         if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
             trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)
-        trainer.set_learning_rate(learning_rate_at(max(settings.warmup_steps - 1, 0), settings.warmup_learning_rate,
-                                                   settings.warmup_steps, settings.warmup_lr_schedule,
-                                                   settings.warmup_lr_warmup_steps, settings.lr_min_ratio))
+        trainer.set_learning_rate(warmup_learning_rate(settings, max(settings.warmup_steps - 1, 0)))
         sampler = ItemSampler(self.train_env, settings.seed + CONTROL_SEED_OFFSET, settings.curriculum_stages)
         spent, steps = 0.0, 0
         while steps == 0 or spent < self.clock.rl_s:
@@ -255,7 +251,7 @@ class TrainingRun:
         self.result.steps.append(stats)
         self.reporter.on_step(stats)
         if self.trainer.state.step % self.settings.checkpoint_interval == 0:
-            self.main_only(self._save, step_dir(self.run_dir, self.trainer.state.step),
+            self.main_only(self._save, step_folder(self.run_dir, self.trainer.state.step),
                            self.result.reference_source, True)
 
     def _save(self, folder: Path, reference_source: str, value_head: bool) -> Path:

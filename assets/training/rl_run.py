@@ -84,13 +84,13 @@ def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
                duckdb: DuckDBResource) -> dg.MaterializeResult:
         """Supervised warm-up, then RL against a frozen quantized reference; metrics to DuckDB."""
         settings = config.settings()  # every setting checked before any rank starts or model loads
+        place = report_place(duckdb, model_runtime)
         if settings.nproc_per_node > 1:
             result = launch_ranks(context, bench, settings, run_options(config.model_dump()), model_runtime, duckdb)
         else:
             run = train_and_record(bench, settings, run_options(config.model_dump()), model_place(model_runtime),
-                                   report_place(duckdb, model_runtime), context.log)
+                                   place, context.log)
             result = dg.MaterializeResult(metadata=run_metadata(run, duckdb))
-        place = report_place(duckdb, model_runtime)
         record_checkpoints(context, record_run_checkpoints(place.connect, place.checkpoints_dir, config.run_id(),
                                                            settings.base_model, datetime.now(UTC)))
         with duckdb.get_connection() as conn:
