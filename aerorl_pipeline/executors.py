@@ -24,11 +24,7 @@ import dagster as dg
 
 from aerorl_ops.config.scale_out import ExecutorSettings
 from assets.project import DATA_DIR
-from assets.step_placement import DUCKDB_WRITER_QUEUE
 
-PARTITION_QUEUE = "dagster"
-"""dagster-celery's default queue: every step without a queue tag (generation, scoring)."""
-WORKER_QUEUES = (PARTITION_QUEUE, DUCKDB_WRITER_QUEUE)
 INSTALL_HINT = "install the scale-out extra: pip install -e '.[distributed]'"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +21,7 @@ import psutil
 from assets.project import PROJECT_ROOT
 
 DEFAULT_DAGSTER_HOME = PROJECT_ROOT / ".dagster_home"
+INSTANCE_FILE = "dagster.yaml"
 UNFINISHED = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 START_EVENTS = {dg.DagsterEventType.RUN_START, dg.DagsterEventType.RUN_STARTING}
 
@@ -27,9 +29,14 @@ log = logging.getLogger(__name__)
 
 
 def ensure_dagster_home() -> Path:
-    """Use ``$DAGSTER_HOME`` when set, else the project's ``.dagster_home`` (created if needed)."""
+    """Use ``$DAGSTER_HOME`` when set, else the project's ``.dagster_home`` (created if needed). A home
+    without an instance file gets the project's (its pools; telemetry off), so Dagster never prints its
+    missing-configuration notice and first-run banner in a command's output."""
     home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME)
     home.mkdir(parents=True, exist_ok=True)
+    instance_file = home / INSTANCE_FILE
+    if not instance_file.exists():
+        shutil.copyfile(DEFAULT_DAGSTER_HOME / INSTANCE_FILE, instance_file)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

@@ -1,4 +1,11 @@
-"""The ``checkpoint_evaluations`` sensor: each new checkpoint a training run records is evaluated against
+"""The sensors: ``automation_conditions``, which runs the assets' automation conditions (the rows' 01:00
+refresh), and ``checkpoint_evaluations``.
+
+``automation_conditions`` is on by default, so the rows refresh whenever ``dagster-daemon`` runs (``aerorl
+dev`` starts one). Dagster's own ``default_automation_condition_sensor``, which it adds when no sensor
+covers an automated asset, is off until someone turns it on in the UI.
+
+``checkpoint_evaluations``: each new checkpoint a training run records is evaluated against
 its base model (the ``checkpoint_evaluation`` job, one run per ``checkpoints`` partition).
 
 Off by default (turn it on in the UI's Automation tab, or ``dagster sensor start checkpoint_evaluations``;
@@ -16,8 +23,16 @@ import dagster as dg
 from aerorl_ops.config.evaluation import follows
 from assets.checkpoints import CHECKPOINTS_ASSET
 
+AUTOMATION_SENSOR = "automation_conditions"
 CHECKPOINT_SENSOR = "checkpoint_evaluations"
 RECORDS_PER_TICK = 100
+
+
+def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
+    """The sensor that evaluates every asset's automation condition, running from the start."""
+    return dg.AutomationConditionSensorDefinition(
+        AUTOMATION_SENSOR, target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Evaluates the assets' automation conditions: the dataset rows refresh at 01:00 UTC.")
 
 
 def checkpoint_run_requests(instance: dg.DagsterInstance, cursor: str | None, policy: str

@@ -32,6 +32,9 @@ LOCK_WAIT_S = 5.0
 """How long a query waits for a writer's lock on the database to go (a report being written)."""
 LOCKED = "Could not set lock on file"
 """DuckDB's error when another process holds the database for writing."""
+READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+"""No file but the database itself: ``COPY … TO``, ``ATTACH``, ``INSTALL``/``LOAD`` and ``read_csv('…')`` are
+refused, and a query cannot turn it back on. Export goes through ``--csv`` / ``--json`` on stdout."""
 FIRST_RETRY_S = 0.05
 LONGEST_RETRY_S = 1.0
 
@@ -60,6 +63,10 @@ def run_query(database: Path, sql: str, lock_wait_s: float | None = None,
                 return QueryResult((), [])
             return QueryResult(tuple(column[0] for column in cursor.description), cursor.fetchall(),
                                tuple(str(column[1]) for column in cursor.description))
+    except duckdb.PermissionException as error:
+        raise SqlError(f"refused: aerorl sql reads the report database {database} and nothing else (no COPY TO, "
+                       f"ATTACH, INSTALL or other files; export with --csv or --json): "
+                       f"{str(error).splitlines()[0]}") from error
     except duckdb.Error as error:
         raise SqlError(f"query failed on {database}: {error}") from error
 
@@ -71,7 +78,7 @@ def connect_when_unlocked(database: Path, lock_wait_s: float,
     delay = FIRST_RETRY_S
     while True:
         try:
-            return duckdb.connect(str(database), read_only=True)
+            return duckdb.connect(str(database), read_only=True, config=READ_ONLY_CONFIG)
         except duckdb.Error as error:
             if LOCKED not in str(error):
                 raise
@@ -95,17 +102,22 @@ def _text(value: object) -> str:
 
 def format_table(result: QueryResult) -> str:
     """An aligned text table: a header, a rule, one line per row (numbers right-aligned), a count.
+    Floats are shown to 4 significant digits (``aerorl_ops.text.numbers``); ``--csv`` and ``--json``
+    print every digit.
 
-    >>> print(format_table(QueryResult(("model", "samples"), [("tiny", 96), ("big", None)])))
-    model | samples
-    ------+--------
-    tiny  |      96
-    big   |    NULL
+    >>> print(format_table(QueryResult(("model", "samples", "rate"), [("tiny", 96, 1 / 144), ("big", None, None)])))
+    model | samples | rate
+    ------+---------+---------
+    tiny  |      96 | 0.006944
+    big   |    NULL |     NULL
     (2 rows)
     """
+    from aerorl_ops.text.numbers import significant
+
     if not result.columns:
         return "OK"
-    cells = [[_text(value) for value in row] for row in result.rows]
+    cells = [[_text(significant(value) if isinstance(value, float) else value) for value in row]
+             for row in result.rows]
     widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(result.columns)]
     numeric = [all(isinstance(row[i], (int, float, Decimal)) or row[i] is None for row in result.rows)
                for i in range(len(result.columns))]
@@ -184,6 +196,13 @@ def sql_command(args: argparse.Namespace) -> int:
         from assets.project import DUCKDB_PATH
 
         database = DUCKDB_PATH
+    from aerorl_ops.storage.database_check import DamagedDatabaseError, check_report_database
+
+    try:
+        check_report_database(database)  # a damaged file is named, not half-read
+    except DamagedDatabaseError as error:
+        print(f"aerorl sql: {error}", file=sys.stderr)
+        return 2
     try:
         result = run_query(Path(database), args.query)
     except SqlError as error:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from aerorl_ops.rl.checkpoint_records import CheckpointRecord
+from assets.metadata import readable
 
 CHECKPOINTS_ASSET = "checkpoints"
 CHECKPOINT_PARTITIONS = dg.DynamicPartitionsDefinition(name=CHECKPOINTS_ASSET)
@@ -25,12 +26,13 @@ checkpoints = dg.AssetSpec(
 
 
 def checkpoint_metadata(record: CheckpointRecord) -> dict[str, object]:
-    return {"run_id": record.run_id, "step": record.step, "ordinal": record.ordinal, "final": record.final,
-            "path": dg.MetadataValue.path(record.path), "content_sha256": record.content_sha256,
-            "base_model": record.base_model,
-            "held_out_accuracy": dg.MetadataValue.float(record.held_out_accuracy)
-            if record.held_out_accuracy is not None else dg.MetadataValue.null(),
-            "held_out_n": record.held_out_n if record.held_out_n is not None else dg.MetadataValue.null()}
+    return readable({
+        "run_id": record.run_id, "step": record.step, "ordinal": record.ordinal, "final": record.final,
+        "path": dg.MetadataValue.path(record.path), "content_sha256": record.content_sha256,
+        "base_model": record.base_model,
+        "held_out_accuracy": dg.MetadataValue.float(record.held_out_accuracy)
+        if record.held_out_accuracy is not None else dg.MetadataValue.null(),
+        "held_out_n": record.held_out_n if record.held_out_n is not None else dg.MetadataValue.null()})
 
 
 def record_checkpoints(context: dg.AssetExecutionContext, records: Sequence[CheckpointRecord]) -> None:

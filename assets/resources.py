@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -9,6 +12,7 @@ import torch
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.scale_out import StorageSettings
+from aerorl_ops.models.build_progress import BUILD_LOG
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
@@ -43,8 +47,29 @@ class ModelRuntime(dg.ConfigurableResource):
 
     def load(self, entry: ModelEntry) -> LoadedVLM:
         self.apply_threads()
-        source = model_source(entry, Path(self.models_dir), self.local_files_only, EMBEDDED_BUILDERS)
+        with build_lines_in_run_log():  # a first use builds an embedded model: its progress reaches the step's log
+            source = model_source(entry, Path(self.models_dir), self.local_files_only, EMBEDDED_BUILDERS)
         return load_vlm(source, self.torch_device(), TORCH_DTYPES[entry.dtype])
+
+
+class _ToDagsterLog(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        dg.get_dagster_logger("model_build").info(record.getMessage())
+
+
+@contextmanager
+def build_lines_in_run_log() -> Iterator[None]:
+    """While it lasts, the library's model-build lines (``aerorl_ops.models.build_progress``) go to the
+    Dagster log of the step that runs it."""
+    handler = _ToDagsterLog()
+    level = BUILD_LOG.level
+    BUILD_LOG.addHandler(handler)
+    BUILD_LOG.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        BUILD_LOG.removeHandler(handler)
+        BUILD_LOG.setLevel(level)
 
 
 def default_resources(storage: StorageSettings | None = None) -> dict[str, object]:

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 DUCKDB_WRITER_POOL = "duckdb_writer"
 DUCKDB_WRITER_QUEUE = "duckdb_writer"
+PARTITION_QUEUE = "dagster"
+"""dagster-celery's default queue: every step without a queue tag (generation, scoring)."""
+WORKER_QUEUES = (PARTITION_QUEUE, DUCKDB_WRITER_QUEUE)
+"""The queues an ``aerorl worker`` may serve (here, not beside the executors, so ``aerorl worker -h``
+lists them without importing Dagster)."""
 CELERY_QUEUE_TAG = "dagster-celery/queue"  # dagster_celery.tags.DAGSTER_CELERY_QUEUE_TAG
 K8S_CONFIG_TAG = "dagster-k8s/config"  # dagster_k8s.job.USER_DEFINED_K8S_CONFIG_KEY
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -12,9 +12,9 @@ untrained model never emits EOS early, so every response runs to the cap: the sl
 OpenMP's default (ACTIVE) keeps idle threads spinning. On cores shared with other jobs a spinning
 thread waits for one that was descheduled at every one of the tiny model's many small ops, and the
 eval took 10x longer (the same 64 questions: 40 s ACTIVE, 4.1 s PASSIVE, 2 threads). The script
-sets PASSIVE (idle threads sleep) before torch starts; on dedicated cores ACTIVE should be as fast or
-slightly faster (not measured: no dedicated cores were at hand).
-Set ``OMP_WAIT_POLICY=PASSIVE`` for ``aerorl eval`` on a shared CPU machine as well.
+sets PASSIVE (idle threads sleep) before torch starts, unless ``--omp-wait-policy`` or the environment
+says otherwise (``aerorl_ops.cpu_threads``, which the ``aerorl`` command uses too); on dedicated cores
+ACTIVE should be as fast or slightly faster (not measured: no dedicated cores were at hand).
 
 Measured on the 2-core dev container while three other single-thread benchmarks ran on it (load
 average ~5, so the figures are upper bounds; every run is appended to ``reports/bench_eval.jsonl``):
@@ -35,6 +35,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from aerorl_ops.cpu_threads import WAIT_POLICY_ENV, configure_cpu_threads
+
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 180.0
 
@@ -45,13 +47,16 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, help="sequences per generate call (default: [eval] batch_size)")
     parser.add_argument("--max-new-tokens", type=int, help="response cap (default: [eval] max_new_tokens)")
-    parser.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE"), default="PASSIVE",
-                        help="OpenMP's idle threads sleep (PASSIVE) or spin (ACTIVE); see the module docstring")
+    parser.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE"),
+                        help="OpenMP's idle threads sleep (PASSIVE) or spin (ACTIVE) (default: $OMP_WAIT_POLICY, "
+                        "else PASSIVE); see the module docstring")
     parser.add_argument("--models-dir", type=Path, default=ROOT / "data" / "models")
     parser.add_argument("--log", type=Path, default=ROOT / "reports" / "bench_eval.jsonl",
                         help="append one JSON line per run here")
     args = parser.parse_args()
-    os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy  # read when torch starts OpenMP: set before importing it
+    if args.omp_wait_policy:
+        os.environ[WAIT_POLICY_ENV] = args.omp_wait_policy
+    args.omp_wait_policy = configure_cpu_threads().wait_policy  # read when torch starts OpenMP: before importing it
 
     import torch
     from transformers.utils import logging as hf_logging

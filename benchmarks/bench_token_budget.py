@@ -75,7 +75,7 @@ def mixed_rows(loaded, pages: int, questions: int, long_reply: int, short_reply:
 
 def build(loaded, observations, replies, parts) -> list[SequenceBatch]:
     return [append_completions(encode_observations(loaded, [observations[r] for r in part]),
-                               [replies[r] for r in part], loaded.tokenizer.pad_token_id, loaded.model.config)
+                               [replies[r] for r in part], loaded)
             for part in parts]
 
 

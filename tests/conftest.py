@@ -1,15 +1,21 @@
 """Shared fixtures: the embedded models (built once per session), a few synthetic rows, and
-isolated Dagster resources (model cache, DuckDB file, Parquet cache, ephemeral instance) under tmp."""
+isolated Dagster resources (model cache, DuckDB file, Parquet cache, ephemeral instance) under tmp.
+Loaded before any test module, it first sets torch's OpenMP defaults for shared cores
+(``aerorl_ops.cpu_threads``), as the ``aerorl`` command and the code location do."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from aerorl_ops.cpu_threads import configure_cpu_threads
 
-import pytest
+configure_cpu_threads()  # before any test module imports torch: OpenMP reads these once, as torch loads
 
-from aerorl_ops.rows import Row, synthetic_chartqa_rows, synthetic_docvqa_rows
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, NamedTuple  # noqa: E402
+
+import pytest  # noqa: E402
+
+from aerorl_ops.rows import Row, synthetic_chartqa_rows, synthetic_docvqa_rows  # noqa: E402
 
 if TYPE_CHECKING:
     import dagster as dg

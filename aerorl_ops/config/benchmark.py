@@ -43,6 +43,7 @@ from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.checkpoint_refs import CheckpointRef
 from aerorl_ops.models.entry import EMBEDDED_MODELS, EMBEDDED_PREFIX, ModelEntry
+from aerorl_ops.models.prompt_template import template_text
 
 __all__ = ["BenchmarkConfig", "ConfigError", "DatasetSettings", "EvalSettings", "GenerationSettings",
            "RewardSettings", "TrainingSettings",
@@ -117,7 +118,7 @@ def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
         raise fail(path, setting_name, "is not a safe partition key (lower-case letters, digits, '-', '_'; at most 64)")
     if not isinstance(table, dict) or not isinstance(table.get("source"), str) or not table["source"]:
         raise fail(path, f"{setting_name}.source", "must be a non-empty string")
-    unknown = set(table) - {"source", "dtype", "trust_remote_code", *BACKEND_KEYS}
+    unknown = set(table) - {"source", "dtype", "trust_remote_code", "chat_template", *BACKEND_KEYS}
     if unknown:
         raise fail(path, setting_name, f"has unknown keys {sorted(unknown)}")
     source = table["source"]
@@ -134,7 +135,22 @@ def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
         raise fail(path, f"{setting_name}.dtype", f"must be one of {DTYPES}, got {dtype!r}")
     trust = boolean(path, f"{setting_name}.trust_remote_code", table.get("trust_remote_code", False))
     return ModelEntry(key=key, source=source, dtype=dtype, trust_remote_code=trust,
-                      backend=parse_backend(path, setting_name, table))
+                      backend=parse_backend(path, setting_name, table),
+                      chat_template=chat_template_setting(path, f"{setting_name}.chat_template",
+                                                          table.get("chat_template", ""), root))
+
+
+def chat_template_setting(path: str, setting_name: str, value: object, root: Path) -> str:
+    """A model's ``chat_template``: the Jinja text itself, or a file (relative to the config's folder)
+    whose text is returned; empty: the checkpoint's own."""
+    if not isinstance(value, str):
+        raise fail(path, setting_name, f"must be a template file or the template's Jinja text, got {value!r}")
+    if not value or template_text(value):
+        return value
+    file = (root / value).expanduser()
+    if not file.is_file():
+        raise fail(path, setting_name, f"names {str(file)!r}, which is not a file (nor is it Jinja text)")
+    return file.read_text()
 
 
 def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:

@@ -33,6 +33,7 @@ from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.stop import stop_here
 from aerorl_ops.storage.duckdb_store import PartitionWrite
 from aerorl_ops.storage.eval_schema import BASELINE_ROLE, MODEL_ROLE
 
@@ -85,11 +86,16 @@ def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntr
     started, cpu_started = datetime.now(UTC), time.process_time()
     loaded = load(entry)
     source, device = loaded.source.location, loaded.device
+    def after_setting(setting: SamplingSetting, wall_s: float) -> None:
+        if on_setting is not None:
+            on_setting(role, setting, wall_s)
+        stop_here(f"interrupted after the {role}'s {setting.name} setting; an eval stores its rows when it ends: "
+                  "run the same command again")  # a signal's stop, between settings
+
     try:
         outcome = evaluate_model(
             loaded, env, range(len(env)), settings.sampling_settings(), max_new_tokens=settings.max_new_tokens,
-            batch_size=settings.batch_size, seed=settings.seed,
-            on_setting=None if on_setting is None else lambda setting, wall_s: on_setting(role, setting, wall_s))
+            batch_size=settings.batch_size, seed=settings.seed, on_setting=after_setting)
     finally:
         del loaded  # the next model loads into the memory this one held
         gc.collect()

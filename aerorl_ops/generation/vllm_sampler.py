@@ -20,6 +20,7 @@ first EOS, text decoded without special tokens, ``truncated`` when cut at ``max_
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import NamedTuple, Protocol
 
 import torch
@@ -29,7 +30,7 @@ from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.generation.vllm_engine import Engine, EngineOutput, EngineRequest, start_engine
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
-from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_config
+from aerorl_ops.models.loading import LoadedVLM, load_config
 
 
 class SamplingLike(Protocol):
@@ -102,8 +103,7 @@ class VLLMSampler:
         source = loaded.source
         if backend is None:
             backend = source.backend if source.backend.name == VLLM_BACKEND else GenerationBackend(VLLM_BACKEND)
-        engine_source = ModelSource(source.location, source.trust_remote_code, source.local_files_only,
-                                    source.revision, source.key, backend)
+        engine_source = replace(source, backend=backend)
         return cls(start_engine(engine_source, loaded.dtype, seed), loaded)
 
     def sync_weights(self, model: torch.nn.Module) -> None:

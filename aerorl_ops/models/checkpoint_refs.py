@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from aerorl_ops.models.loading import ModelUnavailableError
+from aerorl_ops.models.errors import ModelUnavailableError
 
 CHECKPOINTS_DIR_NAME = "checkpoints"
 STEP_PREFIX = "step-"
@@ -94,6 +94,26 @@ def resolve_checkpoint(ref: CheckpointRef, checkpoints: Path) -> Path:
         raise CheckpointNotFound(f"checkpoint {ref} does not exist: run {ref.run_id!r} has checkpoints at steps "
                                  f"{', '.join(map(str, steps))} (or {ref.run_id}@latest)")
     return step_folder(run_dir, step)
+
+
+def check_checkpoint_path(source: str, checkpoints: Path) -> None:
+    """``CheckpointNotFound`` when ``source`` is a folder path inside a training run's checkpoints (its
+    parent is ``<checkpoints>/<run>``) that does not exist: the message lists the run's checkpoints
+    and suggests the newest as a reference. Anything else (a hub id, an existing folder) passes.
+
+    >>> check_checkpoint_path("Qwen/Qwen2-VL-2B-Instruct", Path("data/checkpoints"))
+    """
+    path = Path(source).expanduser()
+    run_dir = path.parent
+    if path.is_dir() or not run_dir.is_dir() or run_dir.parent.resolve() != Path(checkpoints).resolve():
+        return
+    steps = saved_steps(run_dir)
+    if not steps:
+        raise CheckpointNotFound(f"no checkpoint folder {source}: training run {run_dir.name!r} has no complete "
+                                 f"checkpoint under {checkpoints}")
+    listed = ", ".join(f"{run_dir.name}@{step}" for step in steps)
+    raise CheckpointNotFound(f"no checkpoint folder {source}: run {run_dir.name!r} has checkpoints {listed} "
+                             f"(the newest is also {run_dir.name}@{LATEST}): did you mean {run_dir.name}@{steps[-1]}?")
 
 
 def content_hash(folder: Path) -> str:

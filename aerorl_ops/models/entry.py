@@ -52,13 +52,15 @@ HF_GENERATION = GenerationBackend()
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One benchmarked model: a safe partition key mapped to where the weights are."""
+    """One benchmarked model: a safe partition key mapped to where the weights are; ``chat_template``:
+    the text of the chat template its prompts are rendered with (empty: the checkpoint's own)."""
 
     key: str
     source: str
     dtype: str = "float32"
     trust_remote_code: bool = False
     backend: GenerationBackend = HF_GENERATION
+    chat_template: str = ""
 
     @property
     def embedded_name(self) -> str | None:

@@ -62,3 +62,40 @@ GLM4V_CHAT_TEMPLATE = (
     + "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 """GLM-4.1V: ``<|user|>`` / ``<|assistant|>`` turns, an image between its begin and end tokens."""
+
+LLAMA3_VISION_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    + _content("<|image|>")
+    + "<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n"
+      "{% endif %}"
+)
+"""Llama 3.2 Vision: header-delimited turns ended by ``<|eot_id|>``, an image as ``<|image|>``."""
+
+AYA_VISION_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|START_OF_TURN_TOKEN|>"
+    "{% if message['role'] == 'user' %}<|USER_TOKEN|>{% elif message['role'] == 'assistant' %}<|CHATBOT_TOKEN|>"
+    "{% else %}<|SYSTEM_TOKEN|>{% endif %}"
+    + _content("<image>")
+    + "<|END_OF_TURN_TOKEN|>{% endfor %}{% if add_generation_prompt %}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+      "{% endif %}"
+)
+"""Aya Vision (Cohere 2 language model): ``<|START_OF_TURN_TOKEN|>`` turns ended by ``<|END_OF_TURN_TOKEN|>``."""
+
+IDEFICS2_CHAT_TEMPLATE = IDEFICS3_CHAT_TEMPLATE.removeprefix("<|begin_of_text|>")
+"""Idefics2: Idefics3's turns (the tokenizer writes the BOS); a turn ends with ``<end_of_utterance>``, not
+the tokenizer's EOS ``</s>``."""
+
+LLAVA_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] | upper }}: "
+    + _content("<image>\n")
+    + " {% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+"""LLaVA-1.5 (``llava-hf``): ``USER:`` / ``ASSISTANT:`` turns; nothing but a space follows a reply (the
+template names no end-of-turn token)."""
+
+LLAVA_NEXT_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'user' %}[INST] "
+    + _content("<image>\n")
+    + " [/INST]{% else %} " + _content("") + "</s>{% endif %}{% endfor %}"
+)
+"""LLaVA-NeXT (Mistral language model): ``[INST] ... [/INST]``; a reply ends with the EOS ``</s>``."""

@@ -28,23 +28,21 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
+from aerorl_ops.models.errors import ModelUnavailableError
 from aerorl_ops.models.processor_files import build_processor
+from aerorl_ops.models.prompt_template import use_prompt_template
 
 CHECKPOINT_FILES_ERRORS = (OSError, ValueError, KeyError, TypeError, ImportError)
 """What transformers raises on checkpoint files it cannot use (missing, unreadable, of an unknown
 model type, a processor that cannot be built from them, a package they need that is not installed)."""
 
 
-class ModelUnavailableError(RuntimeError):
-    """A model id or path that cannot be loaded on this machine; its message is one line naming the
-    model and what is wrong (the command line prints it as a configuration error)."""
-
-
 @dataclass(frozen=True)
 class ModelSource:
     """Where a model comes from. ``location`` is a hub id or a local directory; ``key`` the
     ``[models]`` key it was configured under (for messages; empty when built by hand); ``backend``
-    what generates with it."""
+    what generates with it; ``chat_template`` the configured chat template's text (empty: the checkpoint's
+    own, ``models.prompt_template``)."""
 
     location: str
     trust_remote_code: bool = False
@@ -52,6 +50,7 @@ class ModelSource:
     revision: str | None = None
     key: str = ""
     backend: GenerationBackend = HF_GENERATION
+    chat_template: str = ""
 
     @property
     def label(self) -> str:
@@ -129,7 +128,7 @@ def resolve_device(name: str) -> torch.device:
 
 def load_processor(source: ModelSource) -> ProcessorMixin:
     """The processor for ``source`` (see ``processor_files.build_processor``), with left padding for
-    batched generation."""
+    batched generation and the chat template its prompts are rendered with (``prompt_template``)."""
     config = vlm_config(source)
     try:
         processor = build_processor(source.location, config.model_type, source.pretrained_kwargs())
@@ -140,6 +139,7 @@ def load_processor(source: ModelSource) -> ProcessorMixin:
                                              "with a tokenizer (are the processor files missing?)"),
                            "its processor cannot be built")
     processor.tokenizer.padding_side = "left"
+    use_prompt_template(processor, config.model_type, source.chat_template, source.label)
     return processor
 
 

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import torch
 
-from aerorl_ops.models.checkpoint_refs import CheckpointRef, checkpoints_dir, resolve_checkpoint
+from aerorl_ops.models.checkpoint_refs import (
+    CheckpointRef,
+    check_checkpoint_path,
+    checkpoints_dir,
+    resolve_checkpoint,
+)
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.entry import EMBEDDED_DEFAULT, ModelEntry
 from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor
@@ -32,7 +37,8 @@ def model_source(entry: ModelEntry, models_dir: Path, local_files_only: bool = T
     else:
         location = resolved_reference(entry.source, models_dir)
     return ModelSource(location=location, trust_remote_code=entry.trust_remote_code,
-                       local_files_only=local_files_only, key=entry.key, backend=entry.backend)
+                       local_files_only=local_files_only, key=entry.key, backend=entry.backend,
+                       chat_template=entry.chat_template)
 
 
 def check_local_model(entry: ModelEntry, models_dir: Path | None = None) -> None:
@@ -46,11 +52,16 @@ def check_local_model(entry: ModelEntry, models_dir: Path | None = None) -> None
     if entry.embedded_name is not None or not Path(source).expanduser().is_dir():
         return
     key = "" if entry.key == source else entry.key  # a directory given by path is named once
-    load_processor(ModelSource(location=source, trust_remote_code=entry.trust_remote_code, key=key))
+    load_processor(ModelSource(location=source, trust_remote_code=entry.trust_remote_code, key=key,
+                               chat_template=entry.chat_template))
 
 
 def resolved_reference(source: str, models_dir: Path) -> str:
     """``source`` itself, or, when it is a training run's checkpoint ``run_id@step`` / ``run_id@latest``, its
-    folder among the checkpoints beside ``models_dir`` (``CheckpointNotFound`` when it names nothing)."""
+    folder among the checkpoints beside ``models_dir`` (``CheckpointNotFound`` when it names nothing, or
+    when ``source`` is a missing folder inside a run's checkpoints)."""
     ref = CheckpointRef.parse(source)
-    return source if ref is None else str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))
+    if ref is None:
+        check_checkpoint_path(source, checkpoints_dir(Path(models_dir)))
+        return source
+    return str(resolve_checkpoint(ref, checkpoints_dir(Path(models_dir))))

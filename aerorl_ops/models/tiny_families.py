@@ -48,7 +48,7 @@ class TinyFamily:
     """
 
     model_type: str
-    chat_template: str
+    chat_template: str | None  # None: the family's stock checkpoints ship none (PaliGemma)
     tokens: dict[str, str]
     special_tokens: tuple[str, ...]
     image_processor: tuple[str, dict]
@@ -62,9 +62,9 @@ class TinyFamily:
 
 
 def _text(**overrides) -> dict:
-    """A one-layer decoder of width ``HIDDEN``."""
-    return dict(hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=1, num_attention_heads=2,
-                num_key_value_heads=1, max_position_embeddings=4096, **overrides)
+    """A one-layer decoder of width ``HIDDEN`` (``overrides`` replace or add keywords)."""
+    return {**dict(hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=1, num_attention_heads=2,
+                   num_key_value_heads=1, max_position_embeddings=4096), **overrides}
 
 
 def _siglip(image_size: int, patch_size: int, **overrides) -> dict:
@@ -85,6 +85,9 @@ _IDEFICS = dict(image_token_id=Token("<image>"), scale_factor=2,
                 vision_config=_siglip(64, 16), text_config=_text(pad_token_id=Token("<|end_of_text|>")))
 _SIGLIP_TOWER = (("vision_tower.", "vision_tower.vision_model."),)  # hub SigLIP towers keep ``vision_model``
 _CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+_CLIP = dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+             num_attention_heads=2, image_size=32, patch_size=16, projection_dim=32)
+_PINPOINTS = [[32, 32], [32, 64], [64, 32], [64, 64]]
 
 FAMILIES: dict[str, TinyFamily] = {
     "qwen2-vl": TinyFamily(
@@ -157,6 +160,78 @@ FAMILIES: dict[str, TinyFamily] = {
             patch_size=[8, 8]), image_token_id=Token("<IMG_CONTEXT>"), image_seq_length=4, downsample_ratio=0.5),
         dict(image_seq_length=4),
         video_processor_type="InternVLVideoProcessor"),
+    "qwen3-vl-moe": TinyFamily(
+        "qwen3_vl_moe", templates.QWEN3_VL_CHAT_TEMPLATE, _QWEN_TOKENS, QWEN_SPECIAL_TOKENS,
+        ("Qwen2VLImageProcessorPil", dict(patch_size=16, min_pixels=64 * 64, max_pixels=128 * 128)),
+        dict(text_config=_text(head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                               rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "mrope_section": [8, 4, 4], "mrope_interleaved": True}),
+             vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=HIDDEN,
+                                patch_size=16, num_position_embeddings=16, deepstack_visual_indexes=[0]),
+             **_QWEN_IDS),
+        video_processor_type="Qwen3VLVideoProcessor"),
+    "paligemma": TinyFamily(  # stock PaliGemma checkpoints ship no chat template
+        "paligemma", None,
+        {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "image_token": "<image>"},
+        ("<pad>", "<eos>", "<bos>", "<image>"),
+        ("SiglipImageProcessorPil", dict(size={"height": 32, "width": 32}, image_seq_length=4)),
+        dict(text_config=dict(_text(head_dim=32), model_type="gemma"), vision_config=_siglip(32, 16),
+             projection_dim=HIDDEN, hidden_size=HIDDEN, image_token_index=Token("<image>")),
+        checkpoint_renames=_SIGLIP_TOWER),
+    "mllama": TinyFamily(  # Llama 3.2 Vision: images reach the decoder through cross-attention layers
+        "mllama", templates.LLAMA3_VISION_CHAT_TEMPLATE,
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|finetune_right_pad_id|>",
+         "image_token": "<|image|>"},
+        ("<|begin_of_text|>", "<|end_of_text|>", "<|finetune_right_pad_id|>", "<|start_header_id|>",
+         "<|end_header_id|>", "<|eot_id|>", "<|image|>"),
+        ("MllamaImageProcessorPil", dict(size={"height": 32, "width": 32}, max_image_tiles=2)),
+        dict(text_config=_text(num_hidden_layers=2, cross_attention_layers=[1]),
+             vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_global_layers=1,
+                                attention_heads=2, image_size=32, patch_size=16, max_num_tiles=2,
+                                supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]],
+                                intermediate_layers_indices=[0], vision_output_dim=64),
+             image_token_index=Token("<|image|>"))),
+    "aya-vision": TinyFamily(
+        "aya_vision", templates.AYA_VISION_CHAT_TEMPLATE,
+        {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>", "pad_token": "<PAD>",
+         "image_token": "<image>"},
+        ("<PAD>", "<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
+         "<|CHATBOT_TOKEN|>", "<|SYSTEM_TOKEN|>", "<image>", "<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>",
+         "<|IMG_LINE_BREAK|>", "TILE", "TILE_GLOBAL"),
+        ("GotOcr2ImageProcessorPil", dict(size={"height": 32, "width": 32}, crop_to_patches=True, max_patches=2)),
+        dict(text_config=dict(_text(head_dim=32, sliding_window=64), model_type="cohere2"),
+             vision_config=_siglip(32, 8, model_type="siglip_vision_model"), downsample_factor=2,
+             image_token_index=Token("<|IMG_PATCH|>")),
+        dict(patch_size=8, img_size=32, downsample_factor=2)),  # patch_size: the tower's (8 px)
+    "idefics2": TinyFamily(
+        "idefics2", templates.IDEFICS2_CHAT_TEMPLATE,
+        {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<unk>"},
+        ("<unk>", "<s>", "</s>", "<fake_token_around_image>", "<image>", "<end_of_utterance>"),
+        ("Idefics2ImageProcessorPil", dict(do_image_splitting=False,
+                                           size={"longest_edge": 32, "shortest_edge": 32})),
+        dict(text_config=dict(_text(), model_type="mistral"), image_token_id=Token("<image>"),
+             vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=32, patch_size=16),
+             perceiver_config=dict(hidden_size=HIDDEN, rms_norm_eps=1e-6, resampler_n_latents=4, resampler_depth=1,
+                                   resampler_n_heads=2, resampler_head_dim=16, num_key_value_heads=1)),
+        dict(image_seq_len=4)),
+    "llava": TinyFamily(  # LLaVA-1.5
+        "llava", templates.LLAVA_CHAT_TEMPLATE,
+        {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "image_token": "<image>"},
+        ("<pad>", "<s>", "</s>", "<image>"),
+        ("LlavaImageProcessorPil", dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})),
+        dict(text_config=dict(_text(), model_type="llama"), vision_config=_CLIP, image_token_index=Token("<image>"),
+             vision_feature_layer=-1, image_seq_length=4),
+        dict(patch_size=16, vision_feature_select_strategy="default", num_additional_image_tokens=1)),
+    "llava-next": TinyFamily(
+        "llava_next", templates.LLAVA_NEXT_CHAT_TEMPLATE,
+        {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "image_token": "<image>"},
+        ("<pad>", "<s>", "</s>", "<image>"),
+        ("LlavaNextImageProcessorPil", dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                                            image_grid_pinpoints=_PINPOINTS)),
+        dict(text_config=dict(_text(), model_type="mistral"), vision_config=_CLIP, image_token_index=Token("<image>"),
+             image_grid_pinpoints=_PINPOINTS, vision_feature_layer=-1, image_seq_length=4),
+        dict(patch_size=16, vision_feature_select_strategy="default", num_additional_image_tokens=1)),
     "glm4.1v": TinyFamily(
         "glm4v", templates.GLM4V_CHAT_TEMPLATE,
         {"eos_token": "<|user|>", "pad_token": "<|endoftext|>", "image_token": "<|image|>", "video_token": "<|video|>"},
@@ -172,6 +247,10 @@ FAMILIES: dict[str, TinyFamily] = {
              video_start_token_id=Token("<|begin_of_video|>"), video_end_token_id=Token("<|end_of_video|>")),
         video_processor_type="Glm4vVideoProcessor"),
 }
+
+VLLM_CHECKED = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "smolvlm", "smolvlm2", "gemma3", "llava-onevision", "internvl",
+                "glm4.1v")
+"""The families the vLLM tests run (``make test-vllm``); the others are not checked against vLLM yet."""
 
 
 def family(name: str) -> TinyFamily:
@@ -231,9 +310,16 @@ def random_init_model(config, seed: int = 0) -> PreTrainedModel:
         model = AutoModelForImageTextToText.from_config(config)
         with torch.no_grad():
             for parameter in model.parameters():
-                if parameter.ndim >= 2 and not parameter.any():  # zero at init (Gemma 3's image projection):
-                    parameter.normal_(0.0, 0.02)  # images would reach the language model as zeros
+                if shut_at_init(parameter):
+                    parameter.normal_(0.0, 0.02)
         return model
+
+
+def shut_at_init(parameter: torch.Tensor) -> bool:
+    """A weight matrix or a scalar gate that transformers initializes to zero: Gemma 3's image projection
+    (images would reach the language model as zeros), Llama 3.2 Vision's cross-attention gates (no image at
+    all). Zero vectors (biases) are left as they are."""
+    return (parameter.ndim >= 2 or parameter.numel() == 1) and not parameter.any()
 
 
 def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):

@@ -4,11 +4,15 @@ The processor knows its vision tokens: ``image_token_ids`` / ``video_token_ids``
 transformers marks as image / video in the ``mm_token_type_ids`` (Gemma 3: ``token_type_ids``) a
 processor returns: the placeholder tokens an image expands into (Gemma 3's soft tokens, Qwen's
 ``<|image_pad|>``, LLaVA's ``<image>``; InternVL's also counts its ``<img>`` / ``</img>``
-delimiters). A processor that names none falls back to its ``image_token`` text. A model whose
-vision tokens cannot be identified is an error naming it, never an all-False mask.
+delimiters, Aya Vision's its start-of-image, tile and end-of-image tokens). A processor that names
+none falls back to its ``image_token`` text. A model whose vision tokens cannot be identified is an
+error naming it, never an all-False mask. A benchmark record's ``vision_tokens`` and the training mask
+are both this count.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -40,27 +44,10 @@ def vision_token_ids(processor, model: str = "the model") -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
-def vision_token_mask(input_ids: torch.Tensor, vision_ids) -> torch.Tensor:
-    """Bool mask, True where ``input_ids`` holds a vision placeholder token.
-
-    ``vision_ids``: the ids (``vision_token_ids(processor)``), or a model config, whose
-    ``image_token_id`` / ``video_token_id`` (or ``*_index``) attributes are read (training's callers,
-    until they pass the processor's ids).
+def vision_token_mask(input_ids: torch.Tensor, vision_ids: Sequence[int]) -> torch.Tensor:
+    """Bool mask, True where ``input_ids`` holds one of ``vision_ids`` (``vision_token_ids(processor)``).
 
     input_ids: [B, T] long -> [B, T] bool
     """
-    if not isinstance(vision_ids, (tuple, list)):
-        vision_ids = config_vision_token_ids(vision_ids)
-    ids = torch.tensor(vision_ids, dtype=input_ids.dtype, device=input_ids.device)
+    ids = torch.tensor(list(vision_ids), dtype=input_ids.dtype, device=input_ids.device)
     return torch.isin(input_ids, ids)  # [B, T]
-
-
-def config_vision_token_ids(config) -> tuple[int, ...]:
-    """The image/video placeholder ids a model config names; an error when it names none."""
-    names = ("image_token_id", "video_token_id", "image_token_index", "video_token_index")
-    ids = tuple(sorted({getattr(config, name) for name in names if getattr(config, name, None) is not None}))
-    if not ids:
-        raise UnknownVisionTokensError(
-            f"cannot tell which tokens are vision tokens: the {type(config).__name__} names none of {names}; "
-            "pass the ids of the model's processor (vision_token_ids(processor))")
-    return ids

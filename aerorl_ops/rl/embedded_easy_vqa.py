@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from filelock import FileLock
 
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.models.build_progress import build_lock, say, step_bar
 from aerorl_ops.models.embedded_default import TinyQwen2VLSpec, build_tiny_qwen2vl, holds_build, write_build_marker
 from aerorl_ops.models.entry import EMBEDDED_DEFAULT, EMBEDDED_EASY_VQA
 from aerorl_ops.models.sources import BASE_BUILDERS, EmbeddedBuilder
@@ -48,6 +48,7 @@ HELD_OUT_FILE = "held_out.json"
 BUILD_VERSION = 1  # bump when the build changes without a recipe change
 HELD_OUT_QUESTIONS = 600  # the fixed held-out sample the build scores: easy-VQA test, seed 0
 READS_COLOUR_BY = 0.20  # the colour accuracy the build should reach above the no-image prior
+BUILD_TIME = "about 45 s on 2 idle cores"  # benchmarks/bench_embedded_easy_vqa.py measures it
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,11 @@ def build_tiny_qwen2vl_easy_vqa(output_dir: Path, recipe: EasyVQAWarmStart = Eas
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     if _is_built(output_dir, recipe):
         return output_dir
-    with FileLock(output_dir.parent / f".{output_dir.name}.lock"):
+    with build_lock(output_dir.parent / f".{output_dir.name}.lock", EMBEDDED_EASY_VQA):
         if _is_built(output_dir, recipe):  # another process built it while this one waited
+            say(f"{EMBEDDED_EASY_VQA}: built by the other process, {output_dir}")
             return output_dir
+        say(f"building {EMBEDDED_EASY_VQA} (one time, {BUILD_TIME}) into {output_dir}")
         with _base_model(output_dir.parent, recipe.base) as base:
             staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
             try:
@@ -116,6 +119,8 @@ def build_tiny_qwen2vl_easy_vqa(output_dir: Path, recipe: EasyVQAWarmStart = Eas
                 os.replace(staging, output_dir)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
+        say(f"built {EMBEDDED_EASY_VQA}: held-out accuracy {score.accuracy:.1%} on {score.n} questions "
+            f"(no-image prior {score.prior_accuracy:.1%})")
     if score.colour_gain < READS_COLOUR_BY:
         warnings.warn(f"embedded model {EMBEDDED_EASY_VQA!r} reads colour {score.colour_gain:+.1%} against the "
                       f"no-image prior on {score.n} held-out questions (expected {READS_COLOUR_BY:+.1%} or more): "
@@ -161,9 +166,12 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
         policy, _ = policy_and_reference(str(base), settings, device="cpu")
         trainer = RLTrainer(settings, policy)
         sampler = ItemSampler(train, settings.seed, settings.curriculum_stages)
-        for step in range(settings.warmup_steps):  # as a training run's warm-up steps (rl.training_run)
-            trainer.set_learning_rate(warmup_learning_rate(settings, step))
-            trainer.supervised_step(train, sampler.batch(step, settings.warmup_batch_size))
+        with step_bar(settings.warmup_steps, f"building {EMBEDDED_EASY_VQA}") as advance:
+            for step in range(settings.warmup_steps):  # as a training run's warm-up steps (rl.training_run)
+                trainer.set_learning_rate(warmup_learning_rate(settings, step))
+                trainer.supervised_step(train, sampler.batch(step, settings.warmup_batch_size))
+                advance()
+        say(f"{EMBEDDED_EASY_VQA}: scoring {HELD_OUT_QUESTIONS} held-out questions")
         loaded = policy.loaded
         save_policy(loaded.model, output_dir)
         save_processor(loaded.processor, output_dir)

@@ -33,9 +33,10 @@ from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling, generate_replies
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
-from aerorl_ops.models.family_parts import end_of_turn_id
+from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rl.sequences import TOKEN_TYPE_INPUTS, SequenceBatch, append_completions
+from aerorl_ops.rl.per_token_inputs import OWN_INPUTS, TOKEN_TYPE_INPUTS, per_token_names
+from aerorl_ops.rl.sequences import SequenceBatch, append_completions
 
 PROBE = [{"role": "user", "content": [{"type": "text", "text": "?"}]},
          {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
@@ -66,7 +67,7 @@ def env_turn(loaded: LoadedVLM, observation: Observation) -> EnvTurn:
     if images != len(observation.images):
         raise ValueError(f"an environment turn shows {images} image placeholder(s) for {len(observation.images)} "
                          "image(s); give one {'type': 'image'} part per image, in order")
-    end = end_of_turn_id(loaded.model, loaded.tokenizer)
+    end = end_of_turn_id(loaded.processor, loaded.source.label)
     text = _env_turn_text(loaded.processor, loaded.tokenizer, end, roles, parts)
     if not observation.images:
         return EnvTurn(_env_turn_ids(loaded.processor, loaded.tokenizer, end, roles, parts), text)
@@ -125,8 +126,9 @@ def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], late
     images = [list(o.images) + [image for turn in turns for image in turn.images]
               for o, turns in zip(observations, later, strict=True)]
     whole = loaded.processor(text=texts, images=images, return_tensors="pt", padding=True).to(loaded.device)
+    per_token = (*OWN_INPUTS, *per_token_names(inputs))
     for name, value in whole.items():
-        if name not in ("input_ids", "attention_mask", *TOKEN_TYPE_INPUTS):
+        if name not in per_token:
             inputs[name] = value
     return inputs
 
@@ -135,7 +137,7 @@ def replayed_turns(loaded: LoadedVLM, env: TaskEnv, index: int, completion: Sequ
     """The environment turns inside ``completion`` (an episode of ``env`` on item ``index``: replies and
     environment tokens, as ``sample_episodes`` wrote it), found by stepping the environment through its
     replies again. Each reply runs to its first end-of-turn or EOS token."""
-    eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.model, loaded.tokenizer)
+    eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.processor, loaded.source.label)
     stops = set(eos) | {end}
     state, _ = env.reset(index)
     turns, position = [], 0
@@ -168,10 +170,9 @@ def left_padded(batch: SequenceBatch) -> dict[str, torch.Tensor]:
     last = width - 1 - torch.flip(attention, dims=[1]).argmax(dim=1)  # [B] last real position
     shifts = (width - 1 - last).tolist()
     inputs = dict(batch.inputs)
-    for name in ("input_ids", "attention_mask", *TOKEN_TYPE_INPUTS):  # the trailing padding wraps to the front
-        if name in inputs:
-            inputs[name] = torch.stack([torch.roll(row, shift) for row, shift in zip(inputs[name], shifts,
-                                                                                      strict=True)])
+    for name in (*OWN_INPUTS, *per_token_names(inputs)):  # the trailing padding wraps to the front
+        inputs[name] = torch.stack([torch.roll(row, shift, dims=0) for row, shift in zip(inputs[name], shifts,
+                                                                                          strict=True)])
     return inputs
 
 
@@ -205,7 +206,7 @@ class Episodes:
 def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int,
                     sampling: Sampling | None) -> Episodes:
     """One episode per environment index (module docstring): sampled, or greedy when ``sampling`` is None."""
-    eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.model, loaded.tokenizer)
+    eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.processor, loaded.source.label)
     started = [env.reset(index) for index in indices]
     states = [state for state, _ in started]
     observations = [observation for _, observation in started]
@@ -217,8 +218,7 @@ def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max
         if turn == 0:
             inputs = prompts
         else:
-            batch = append_completions(prompts, [episodes[row].completion for row in active],
-                                       loaded.tokenizer.pad_token_id, loaded.model.config)
+            batch = append_completions(prompts, [episodes[row].completion for row in active], loaded)
             inputs = left_padded(batch)
         replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
         still = []

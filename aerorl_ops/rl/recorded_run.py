@@ -51,6 +51,7 @@ from aerorl_ops.rl.reporters import (
     TensorBoardReporter,
 )
 from aerorl_ops.rl.rollout_samples import RolloutSample
+from aerorl_ops.rl.run_id import training_run_id
 from aerorl_ops.rl.run_inputs import (
     base_model_dtype,
     base_model_location,
@@ -58,6 +59,7 @@ from aerorl_ops.rl.run_inputs import (
     training_environments,
     validation_environment,
 )
+from aerorl_ops.rl.run_lock import remove_leftovers, run_lock
 from aerorl_ops.rl.run_recorder import (
     HELD_OUT_STAGE,
     ROLLOUT_IMAGES_DIR,
@@ -71,7 +73,7 @@ from aerorl_ops.rl.run_recorder import (
 from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.training_record import TrainingRunRecord
-from aerorl_ops.rl.training_run import TrainingRun, training_run_id
+from aerorl_ops.rl.training_run import TrainingRun
 from aerorl_ops.storage.database_check import check_report_database
 from aerorl_ops.telemetry import TelemetrySampler
 
@@ -176,6 +178,13 @@ def rejection_line(run_id: str, rejections: Sequence[Rejections]) -> str:
     return f"run {run_id}, stored in rejected_rows: {parts}"
 
 
+def short_held_out_line(run_id: str, asked: int, held_out: TaskEnv) -> str:
+    """One line: the held-out sample is smaller than ``eval_size``, and why (rejected rows, or a short split)."""
+    why = (f"of the rows drawn, {rejection_summary(held_out.rejected)} (stored in rejected_rows)"
+           if held_out.rejected else f"{held_out.name} has no more usable rows")
+    return f"run {run_id}: the held-out sample has {len(held_out)} questions, not the {asked} asked: {why}"
+
+
 @dataclass(frozen=True)
 class RecordedRun:
     """A run as stored once :func:`train_and_record` ends (the main rank's)."""
@@ -192,11 +201,24 @@ def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options
     the progress lines, TensorBoard, DuckDB and ``reporter``, and returns the run as stored; another
     rank only trains and returns None."""
     run_id = training_run_id(settings, options.run_name)
-    trained = resolved_settings(settings)  # as the run trains them: what the record and TensorBoard show
     check_report_database(report.database)  # a damaged report database is named before any work
+    if not dp.is_main:  # the main rank holds the run's lock for every rank
+        _train_and_record(bench, settings, options, place, report, log, dp, reporter, run_id)
+        return None
+    with run_lock(report.checkpoints_dir, run_id, log):  # one process per run (a second is refused)
+        remove_leftovers(report.checkpoints_dir / run_id, run_id, log)
+        return _train_and_record(bench, settings, options, place, report, log, dp, reporter, run_id)
+
+
+def _train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options: RunOptions, place: ModelPlace,
+                      report: ReportPlace, log: Log, dp: DataParallel, reporter: RunReporter,
+                      run_id: str) -> RecordedRun | None:
+    trained = resolved_settings(settings)  # as the run trains them: what the record and TensorBoard show
     train_env, held_out = training_environments(settings, bench.seed + settings.seed, bench.datasets)  # before a model
     train_env = named_judged_env(train_env, settings.env, bench, judge_loader(  # [datasets.<env>] judge = "<key>"
         bench, place.models_dir, resolve_device(place.device), place.local_files_only, EMBEDDED_BUILDERS))
+    if len(held_out) < settings.eval_size:
+        log.warning(short_held_out_line(run_id, settings.eval_size, held_out))
     validation = validation_environment(settings, bench.datasets)
     base = base_model_location(settings.base_model, bench, place.models_dir, place.local_files_only)
     rollout_engine = rollout_engine_of(settings.base_model, bench)

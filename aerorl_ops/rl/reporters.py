@@ -161,10 +161,15 @@ class ProgressReporter(NullReporter):
     progress bar on the terminal when ``bar``."""
 
     def __init__(self, log: Log, run_id: str, total_steps: int, bar: bool) -> None:
-        self.log, self.total_steps = log, total_steps
+        self.log, self.run_id, self.total_steps = log, run_id, total_steps
         self.bar = tqdm(total=total_steps, desc=f"training {run_id}", unit="step", disable=not bar)
         self.clock = time.perf_counter()
         self.first_step: int | None = None  # of this process (a resumed run starts after its checkpoint)
+
+    def on_resume(self, point: ResumePoint) -> None:
+        """On the terminal (with the bar): where the run resumes, before its bar starts at the next step."""
+        if point.checkpoint is not None and not self.bar.disable:
+            self.bar.write(f"resuming run {self.run_id} from {point.checkpoint.name} (checkpoint {point.checkpoint})")
 
     def on_step(self, stats: StepStats) -> None:
         self.bar.update(stats.step - self.bar.n)

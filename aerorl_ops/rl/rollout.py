@@ -12,9 +12,9 @@
   way the batches hold the prompts and reply tokens only, so the trainer scores the replies with the
   policy itself;
 - ``supervised_batch``: prompts followed by their reference answer and the token that ends an
-  assistant turn of the model's family (``models.family_parts``: Gemma 3's ``<end_of_turn>``, Qwen's
-  ``<|im_end|>``; the plain answer format: the environment's first answer, no JSON), for the masked
-  supervised loss.
+  assistant turn as the model's chat template writes it (``models.end_of_turn``: Gemma 3's
+  ``<end_of_turn>``, Qwen's ``<|im_end|>``; the plain answer format: the environment's first answer,
+  no JSON), for the masked supervised loss.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from aerorl_ops.eval_runner.episodes import (
 )
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
-from aerorl_ops.models.family_parts import end_of_turn_id
+from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.multi_turn import encode_episodes, max_turns, replayed_turns, sample_episodes
 from aerorl_ops.rl.sequences import SequenceBatch, append_completions
@@ -121,8 +121,7 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]]
             if seeds is not None:
                 torch.manual_seed(seeds[k])
             replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
-        batches.append(append_completions(inputs, replies.token_ids, loaded.tokenizer.pad_token_id,
-                                          loaded.model.config))
+        batches.append(append_completions(inputs, replies.token_ids, loaded))
         token_ids += replies.token_ids
         texts += replies.texts
         truncated += replies.truncated
@@ -142,8 +141,7 @@ def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[
             torch.manual_seed(seeds[k])
         episodes.append(sample_episodes(loaded, env, part, max_new_tokens, sampling))
         batches.append(append_completions(encode_episodes(loaded, observe_all(env, part), episodes[-1].later),
-                                          episodes[-1].replies.token_ids, loaded.tokenizer.pad_token_id,
-                                          loaded.model.config))
+                                          episodes[-1].replies.token_ids, loaded))
     replies = Replies(*(sum((getattr(e.replies, name) for e in episodes), []) for name in Replies._fields))
     graded = Graded(torch.cat([e.graded.rewards for e in episodes]), torch.cat([e.graded.correct for e in episodes]),
                     {name: torch.cat([e.graded.components.get(name, torch.zeros(len(e.turns))) for e in episodes])
@@ -165,7 +163,7 @@ def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]
         return encode_episodes(loaded, observe_all(env, part),
                                [replayed_turns(loaded, env, index, row) for index, row in zip(part, ids, strict=True)])
 
-    return [append_completions(prompts(part, ids), ids, loaded.tokenizer.pad_token_id, loaded.model.config)
+    return [append_completions(prompts(part, ids), ids, loaded)
             for part, ids in zip(parts, replies, strict=True)]
 
 
@@ -175,8 +173,8 @@ def answer_target(env: TaskEnv, index: int) -> str:
 
 
 def supervised_batch(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int]) -> SequenceBatch:
-    """Prompts followed by their target answers and the family's end-of-turn token: a teacher-forced batch."""
+    """Prompts followed by their target answers and the token that ends a turn: a teacher-forced batch."""
     inputs = encode_observations(loaded, observe_all(env, indices))
-    end = end_of_turn_id(loaded.model, loaded.tokenizer)
+    end = end_of_turn_id(loaded.processor, loaded.source.label)
     targets = [loaded.tokenizer.encode(answer_target(env, i), add_special_tokens=False) + [end] for i in indices]
-    return append_completions(inputs, targets, loaded.tokenizer.pad_token_id, loaded.model.config)
+    return append_completions(inputs, targets, loaded)

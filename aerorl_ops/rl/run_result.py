@@ -34,6 +34,7 @@ class TrainingResult:
     resumed_from_step: int = 0
     resumed_from: Path | None = None  # the checkpoint the run resumed from
     reference_loaded: bool = False
+    reference_unquantized: tuple[str, ...] | None = None  # a quantized reference's full-precision linear layers
 
     def eval_of(self, phase: str) -> EvalResult | None:
         return next((e for e in reversed(self.evals) if e.phase == phase), None)

@@ -2,8 +2,9 @@
 
 :func:`policy_and_reference` builds both from one ``TrainingSettings`` (AeroRL's
 ``wrap_vlm_for_rl`` is a facade over it, ``aerorl_ops.aerorl``). Both hold real models: the policy
-trains, and the reference is loaded through bitsandbytes (int8, or nf4 for 4 bits; unquantized for 16),
-put in ``.eval()`` with gradients off, and run under ``torch.inference_mode()``.
+trains, and the reference is loaded through bitsandbytes (int8, or nf4 for 4 bits; unquantized for 16;
+a layer whose input the kernels refuse stays in full precision: ``rl.reference_quantization``), put in
+``.eval()`` with gradients off, and run under ``torch.inference_mode()``.
 
 The policy is prepared as configured when it loads: LoRA adapters (``rl.lora``; a folder's saved
 adapter is continued) and a frozen vision tower (``rl.vision_tower``). With ``reference =
@@ -22,51 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import torch
-from transformers import BitsAndBytesConfig
 
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
 from aerorl_ops.rl.lora import load_lora
+from aerorl_ops.rl.reference_quantization import (
+    ReferenceQuantization,
+    load_quantized_reference,
+    unquantized_linears,
+)
 from aerorl_ops.rl.vision_tower import freeze_vision_parts
-
-
-@dataclass(frozen=True, slots=True)
-class ReferenceQuantization:
-    """How a reference at some ``quant_bits`` is stored: the mode label and the transformers config."""
-
-    mode: str
-    precision: str
-    backend: str
-
-    def transformers_config(self, location: str | None = None) -> BitsAndBytesConfig | None:
-        """The bitsandbytes config; for nf4, the linear layers of ``location``'s model too narrow for
-        4-bit blocks (``nf4_unfit_linears``) stay unquantized."""
-        if self.precision == "int8":
-            return BitsAndBytesConfig(load_in_8bit=True)
-        if self.precision == "nf4":
-            return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                      bnb_4bit_compute_dtype=torch.float32,
-                                      llm_int8_skip_modules=nf4_unfit_linears(location) if location else None)
-        return None
-
-
-NF4_BLOCK = 64
-"""bitsandbytes' 4-bit block size: on the CPU an nf4 linear layer needs whole blocks of inputs."""
-
-
-def nf4_unfit_linears(location: str) -> list[str]:
-    """What an nf4 reference of ``location``'s model keeps in full precision: its LM head (as
-    transformers' own default does; the fused log-prob path reads the head's weight) and the linear
-    layers whose input width is not a whole number of 4-bit blocks (tiny test models' vision towers;
-    none in a real checkpoint), found on the meta device (no weights read)."""
-    from transformers import AutoConfig, AutoModelForImageTextToText
-
-    with torch.device("meta"):
-        model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(location, local_files_only=True))
-    head = model.get_output_embeddings()
-    return [name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)
-            and (module is head or module.in_features % NF4_BLOCK)]
-
 
 REFERENCE_QUANTIZATIONS = {
     8: ReferenceQuantization("bitsandbytes-int8", "int8", "bitsandbytes"),
@@ -115,7 +81,8 @@ class PolicyRuntime:
 
 @dataclass
 class ReferenceRuntime:
-    """The frozen reference: quantized as configured, eval mode, no gradients."""
+    """The frozen reference: quantized as configured, eval mode, no gradients. Once a quantized one has
+    loaded, ``unquantized`` names its linear layers in full precision (None before, or unquantized)."""
 
     model_name_or_path: str
     quantization: ReferenceQuantization
@@ -124,6 +91,7 @@ class ReferenceRuntime:
     dtype: torch.dtype = torch.float32  # of the parts a quantization leaves as they are
     runtime: str = "reference"
     _loaded: LoadedVLM | None = field(default=None, repr=False)
+    unquantized: tuple[str, ...] | None = None
 
     @property
     def is_loaded(self) -> bool:
@@ -137,10 +105,11 @@ class ReferenceRuntime:
     @property
     def loaded(self) -> LoadedVLM:
         if self._loaded is None:
-            config = self.quantization.transformers_config(self.source.location if self.source.is_local else None)
-            loaded = load_vlm(self.source, self.device, dtype=self.dtype, quantization_config=config)
+            loaded = load_quantized_reference(self.source, self.device, self.dtype, self.quantization)
             loaded.model.eval()
             loaded.model.requires_grad_(False)
+            if self.quantization.backend == "bitsandbytes":
+                self.unquantized = unquantized_linears(loaded.model)
             self._loaded = loaded
         return self._loaded
 
@@ -157,7 +126,7 @@ class ReferenceRuntime:
     def as_dict(self) -> dict[str, object]:
         return {"model_name_or_path": self.model_name_or_path, "runtime": self.runtime,
                 "precision": self.quantization.precision, "quantization_mode": self.quantization.mode,
-                "backend": self.quantization.backend}
+                "backend": self.quantization.backend, "unquantized_layers": self.unquantized}
 
 
 @dataclass
@@ -189,6 +158,11 @@ class LoraBaseReference:
     @property
     def quantization_mode(self) -> str:
         return LORA_BASE_MODE
+
+    @property
+    def unquantized(self) -> None:
+        """Nothing is quantized: the policy's own weights."""
+        return None
 
     def anchor(self, location: str, rl_start: bool) -> None:
         """The RL start model is ``location``; at the RL start, re-base the policy's adapters onto it."""

@@ -5,11 +5,13 @@ Convention (see ``aerorl_ops.losses.masking``): ``completion_mask[b, t]`` is Tru
 padding and vision tokens are False. Log-probs are computed with the fused LM-head path over
 exactly those positions, so [B, T, V] logits never exist.
 
-The model gets every output of its processor, as ``generate`` did: per-token tensors are extended
-over the completion as each means (``attention_mask``: 1 for a real token, 0 for padding; the
-token-type ids ``token_type_ids`` / ``mm_token_type_ids``: 0, text, except at a token the prompt gives
-a type, an image placeholder that a multi-turn environment wrote into the completion), per-image tensors
-(``pixel_values``, ``image_grid_thw``, ``image_sizes``, ``pixel_attention_mask``, ...) pass as they are.
+The model gets every output of its processor, as ``generate`` did: ``attention_mask`` is 1 for a real
+token and 0 for padding; every other per-token input (dimension 1 the prompt length: token-type ids,
+Llama 3.2 Vision's ``cross_attention_mask``) is extended over the completion as the model's own
+``generate`` extends it (``rl.per_token_inputs``: PaliGemma's completion is its causal suffix);
+per-image tensors (``pixel_values``, ``image_grid_thw``, ``image_sizes``, ``pixel_attention_mask``, ...)
+pass as they are. The vision mask marks the processor's vision tokens (``models.vision_tokens``), the
+tokens a benchmark record counts.
 """
 
 from __future__ import annotations
@@ -21,10 +23,9 @@ import torch
 from peft import PeftModel
 
 from aerorl_ops.losses import TokenLogprobs, fused_token_logprobs
-from aerorl_ops.models.vision_tokens import vision_token_mask
-
-TOKEN_TYPE_INPUTS = ("token_type_ids", "mm_token_type_ids")
-"""Per-token type ids (Gemma 3's image attention, Qwen's / GLM's multimodal rope): completion tokens are text, 0."""
+from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.rl.per_token_inputs import TARGETS, extend_per_token_inputs
 
 
 class SequenceBatch(NamedTuple):
@@ -39,29 +40,19 @@ class SequenceBatch(NamedTuple):
         return self.inputs["input_ids"]
 
 
-def token_types(ids: torch.Tensor, types: torch.Tensor) -> dict[int, int]:
-    """Every token id that ``types`` (the same shape as ``ids``) gives a non-zero type, with its type.
-
-    >>> token_types(torch.tensor([[1, 7, 7, 2]]), torch.tensor([[0, 1, 1, 0]]))
-    {7: 1}
-    """
-    typed = types != 0
-    return {int(token): int(kind) for token, kind in zip(ids[typed].tolist(), types[typed].tolist(), strict=True)}
-
-
-def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_token_id: int,
-                       model_config) -> SequenceBatch:
-    """Append each row's completion ids to its (left-padded) prompt.
+def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], loaded: LoadedVLM) -> SequenceBatch:
+    """Append each row's completion ids to its (left-padded) prompt, for ``loaded``'s model.
 
     prompt_inputs: processor output for B prompts (input_ids [B, P], attention_mask [B, P], images);
-    completions: B lists of token ids (may be empty). Returns a batch of length P + max(len).
+    completions: B lists of token ids (may be empty), right-padded with the tokenizer's pad id.
+    Returns a batch of length P + max(len).
     """
     prompt_ids = prompt_inputs["input_ids"]  # [B, P]
     batch, _ = prompt_ids.shape
     if len(completions) != batch:
         raise ValueError(f"{len(completions)} completions for {batch} prompts")
     width = max((len(c) for c in completions), default=0)
-    completion_ids = torch.full((batch, width), pad_token_id, dtype=prompt_ids.dtype)  # [B, C]
+    completion_ids = torch.full((batch, width), loaded.tokenizer.pad_token_id, dtype=prompt_ids.dtype)  # [B, C]
     completion_valid = torch.zeros((batch, width), dtype=torch.bool)  # [B, C]
     for row, ids in enumerate(completions):
         completion_ids[row, : len(ids)] = torch.tensor(list(ids), dtype=prompt_ids.dtype)
@@ -71,21 +62,11 @@ def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], pad_
     attention = torch.cat([prompt_inputs["attention_mask"].bool(), completion_valid.to(device)], dim=1)  # [B, P + C]
     completion_mask = torch.cat([torch.zeros_like(prompt_ids, dtype=torch.bool), completion_valid.to(device)],
                                 dim=1)  # [B, P + C]
-    inputs = dict(prompt_inputs)  # per-image tensors as they are
+    inputs = {name: value for name, value in prompt_inputs.items() if name not in TARGETS}  # per-image as they are
+    inputs.update(extend_per_token_inputs(loaded.model, prompt_inputs, completion_ids))  # [B, P + C, ...] each
     inputs.update(input_ids=input_ids, attention_mask=attention.long())
-    for name, value in prompt_inputs.items():
-        if name in TOKEN_TYPE_INPUTS:
-            types = torch.zeros_like(completion_ids)  # [B, C] text, but for the prompt's typed tokens (images)
-            for token, kind in token_types(prompt_ids, value).items():
-                types[completion_ids == token] = kind
-            inputs[name] = torch.cat([value, types.to(device)], dim=1)  # [B, P + C]
-        elif name not in ("input_ids", "attention_mask") and name.endswith(("_ids", "_mask")) \
-                and getattr(value, "shape", None) == prompt_ids.shape:
-            raise ValueError(f"the processor returned a per-token input {name!r} [B, P] that append_completions "
-                             "does not know how to extend over the completion; add it to "
-                             "aerorl_ops.rl.sequences.TOKEN_TYPE_INPUTS if completion tokens take 0, or extend "
-                             "append_completions")
-    return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, model_config))
+    vision_ids = vision_token_ids(loaded.processor, loaded.source.label)
+    return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, vision_ids))
 
 
 def final_hidden_states(model, batch: SequenceBatch) -> torch.Tensor:

@@ -50,6 +50,7 @@ class TrainingRunRecord:
     finished_at: datetime | None
     telemetry: str | None  # JSON: TelemetrySummary.as_record() over the whole run
     rejected_rows: int | None = None  # rows the training and held-out environments rejected
+    reference_unquantized: str | None = None  # JSON: a quantized reference's linear layers in full precision
 
     @classmethod
     def started(cls, run_id: str, base_model: str, settings: TrainingSettings, started_at: datetime,
@@ -69,6 +70,8 @@ class TrainingRunRecord:
         swap = result.swap
         return replace(
             self, reference_source=result.reference_source, reference_loaded=result.reference_loaded,
+            reference_unquantized=(None if result.reference_unquantized is None
+                                   else json.dumps(list(result.reference_unquantized))),
             final_checkpoint=str(result.final_checkpoint), resumed_from_step=result.resumed_from_step,
             swap_question_type=swap.question_type if swap else None, swap_questions=swap.questions if swap else None,
             swap_changed=swap.changed if swap else None, finished_at=finished_at,

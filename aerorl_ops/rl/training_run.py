@@ -37,8 +37,6 @@ reference loads. The run id (:func:`training_run_id`) is a stable hash of the se
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -48,10 +46,11 @@ from typing import TypeVar
 import torch
 
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.fields import setting_fields
-from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
+from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.checkpoint_refs import step_folder
 from aerorl_ops.models.entry import GenerationBackend
@@ -63,12 +62,14 @@ from aerorl_ops.rl.checkpoint import (
     save_checkpoint,
 )
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
+from aerorl_ops.rl.per_token_inputs import check_per_token_inputs
 from aerorl_ops.rl.reporters import NULL_REPORTER, CallbackReporter, RunReporter, warn_torn
 from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtimes import PolicyRuntime, policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at, warmup_learning_rate
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.stop import stop_here, stop_requested
 
 WARMUP_DIR = "warmup"
 EVAL_DEFAULTS = EvalSettings()
@@ -77,30 +78,6 @@ SAMPLED_PHASES = ("warmup", "rl", "final")
 """The phases whose held-out evaluations MAYE's sampled evaluation accompanies."""
 
 T = TypeVar("T")
-
-
-ID_WHEN_SET = ("freeze_projector", "policy_loss", "tau_pos", "tau_neg", "dynamic_sampling", "max_sampling_rounds",
-               "overlong_buffer", "overlong_penalty_factor", "mask_truncated", "micro_batch_tokens")
-"""Settings added since the run-id format: each enters the id only when set away from its default, so
-adding a setting leaves the id (and so the resume) of every run made before it as it was."""
-ID_RESOLVED = ("kl_coef", "loss_agg_mode", "clip_low", "clip_high")
-"""Settings whose fixed default became the algorithm's: the id takes their resolved value, as it took
-the fixed default before (``rl.algorithms.resolved_settings``)."""
-
-
-def training_run_id(settings: TrainingSettings, run_name: str = "") -> str:
-    """``run_name`` when set, else a stable id of the settings as given (same settings: same run,
-    resumed); the launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it, nor
-    ``ID_WHEN_SET``'s at their defaults; ``ID_RESOLVED``'s enter resolved."""
-    if run_name:
-        return run_name
-    resolved = resolved_settings(settings)
-    values = {f.name: getattr(resolved if f.name in ID_RESOLVED else settings, f.name)
-              for f in setting_fields(TrainingSettings)
-              if f.name not in LAUNCH_SETTINGS
-              and not (f.name in ID_WHEN_SET and getattr(settings, f.name) == getattr(TRAINING_DEFAULTS, f.name))}
-    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
-    return f"rl-{settings.algorithm}-s{settings.seed}-{digest}"
 
 
 @dataclass
@@ -151,14 +128,23 @@ class TrainingRun:
             self.result.resumed_from_step, self.result.resumed_from = start.state.step, start.checkpoint
             self.result.reference_source = start.state.reference_source
         self.main_only(self._start_evaluations)
+        self._check_inputs()
         self._warmup()
         self._anchor_reference()
         self._reinforce()
         self.result.reference_loaded = self.reference.is_loaded
+        self.result.reference_unquantized = self.reference.unquantized
         self.main_only(self._finish)
         return self.result
 
     # ----- phases -----
+    def _check_inputs(self) -> None:
+        """Before any step: a per-token input of the model's processor that a batch could not extend over a
+        completion (``rl.per_token_inputs``) is an error naming it. The policy has loaded for the base
+        evaluation; elsewhere (another rank, a resumed run) it loads here rather than at the first step."""
+        loaded = self.policy.loaded
+        check_per_token_inputs(loaded.model, encode_observations(loaded, observe_all(self.train_env, [0])))
+
     def _start_evaluations(self) -> None:
         """The no-image prior, and the base policy when the run starts at step 0."""
         prior = prior_evaluation(self.train_env, self.eval_env, self.eval_indices)
@@ -253,6 +239,14 @@ class TrainingRun:
         if self.trainer.state.step % self.settings.checkpoint_interval == 0:
             self.main_only(self._save, step_folder(self.run_dir, self.trainer.state.step),
                            self.result.reference_source, True)
+        if stop_requested() is not None:  # a signal asked to stop: here, with the step recorded, nothing is lost
+            stop_here(self._interrupted_line())
+
+    def _interrupted_line(self) -> str:
+        newest = newest_complete_checkpoint(self.run_dir).checkpoint
+        where = f"checkpoint {newest.name}" if newest else "no checkpoint yet: it starts over"
+        return (f"interrupted after step {self.trainer.state.step} of {self.settings.total_steps}; resume with the "
+                f"same command ({where})")
 
     def _save(self, folder: Path, reference_source: str, value_head: bool) -> Path:
         trainer = self.trainer

@@ -42,7 +42,8 @@ def check_report_database(path: str | Path) -> None:
         raise DamagedDatabaseError(
             f"the report database {path} is damaged ({problem}); nothing was written to it. Move it aside "
             f"(mv {path} {path}.damaged) and run again: a new one is created, and the runs' cached data "
-            "and checkpoints under data/ are intact, so a rerun refills the reports")
+            "and checkpoints under data/ are intact, so a rerun refills the reports. To read what is left, "
+            f"query a copy: cp {path} /tmp/copy.duckdb; aerorl sql --database /tmp/copy.duckdb \"SELECT …\"")
 
 
 def missing_blocks(conn: duckdb.DuckDBPyConnection, path: Path) -> str:

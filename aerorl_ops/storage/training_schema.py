@@ -30,12 +30,15 @@ TRAINING_RUNS = TableSpec(
         ("finished_at", TIMESTAMP),
         ("telemetry", pa.json_()),
         ("rejected_rows", pa.int32()),
+        ("reference_unquantized", pa.json_()),
     ]),
     ("run_id",),
     renamed=(("quant_ref_bits", "quant_bits"),),  # AeroRL's name, before the setting kept its own
 )
 """One training run (``rl.training_record.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
-the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected."""
+the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected;
+``reference_unquantized``: the linear layers a quantized reference kept in full precision (a JSON list; NULL when
+the reference is not quantized or did not load)."""
 
 TRAINING_STEPS = TableSpec(
     "training_steps",

@@ -1,1 +1,1 @@
-"""Plain text helpers shared by generation and rewards (nothing here imports another aerorl_ops package)."""
+"""Plain text helpers shared by generation, rewards and reports (nothing here imports another aerorl_ops package)."""

@@ -6,14 +6,15 @@ partition, and the UI records a result per partition. Partitioned checks are a p
 of Dagster 1.13; unpartitioned checks of a partitioned asset would load every partition of it
 and keep one result for the whole asset (dagster issue 27747).
 
-- ``generations``: no prompt echoes, valid latencies. Blocking: a broken partition is not scored.
-- ``reward_scores``: no NaN scores, the same sample ids as the generations. Blocking: nothing
-  broken lands in DuckDB.
-- ``benchmark_report``: no regression against the previous run on any dataset (WARN), no significant drop
-  row by row against it (ERROR, blocking: exact McNemar on ``correct`` at alpha 0.05, the changed rows
-  listed), and greedy answers at this batch size match batch 1 of the same run (ERROR; drift makes batch
-  sizes incomparable), and, when torch / transformers / vLLM / bitsandbytes / peft changed since the previous
-  run, the same greedy answers (WARN, naming the version changes and the changed answers).
+- ``generations``: ``no_prompt_echo`` (blocking: a broken partition is not scored), ``valid_latencies``.
+- ``reward_scores``: ``no_nan_scores``, ``one_score_per_sample`` (the same sample ids as the
+  generations). Blocking: nothing broken lands in DuckDB.
+- ``benchmark_report``: ``no_metric_drop`` against the previous run on any dataset (WARN), ``no_row_drop``,
+  no significant drop row by row against it (ERROR, blocking: exact McNemar on ``correct`` at alpha 0.05,
+  the changed rows listed), ``batch_invariant``: greedy answers at this batch size match batch 1 of the
+  same run (ERROR; drift makes batch sizes incomparable), and ``library_canary``: when torch /
+  transformers / vLLM / bitsandbytes / peft changed since the previous run, the same greedy answers
+  (WARN, naming the version changes and the changed answers).
 """
 
 import warnings
@@ -39,7 +40,7 @@ from aerorl_ops.reporting.checks import (
 from aerorl_ops.reporting.library_canary import VersionChange, run_library_versions, version_changes
 from aerorl_ops.reporting.row_regressions import ALPHA, RowComparison, compare_rows, row_outcomes
 from assets.benchmark.partitions import key_parts
-from assets.metadata import markdown_preview
+from assets.metadata import markdown_preview, readable
 from assets.runs import BENCHMARK_RUN_TAG, benchmark_run_id
 from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
 
@@ -77,7 +78,8 @@ def check_partition(context: dg.AssetCheckExecutionContext) -> tuple[str, int]:
 def report_run_id(context: dg.AssetCheckExecutionContext) -> str:
     """The benchmark run whose rows this check reads: the run's benchmark tag when it has one, else
     the run id recorded by this partition's latest ``benchmark_report`` materialization (a check
-    launched alone from the UI), else this run's own id."""
+    launched alone from the UI, or after the report in a run launched from the UI), else the id
+    ``benchmark_run_id`` derives for this run."""
     run = context.op_execution_context
     if BENCHMARK_RUN_TAG in run.run.tags:
         return benchmark_run_id(run)
@@ -265,25 +267,31 @@ def benchmark_report_is_batch_size_invariant(context: dg.AssetCheckExecutionCont
         passed=not drift.mismatches,
         description=(f"{len(drift.mismatches)} of {drift.compared} answers differ from batch size 1"
                      if drift.mismatches else None),
-        metadata={"run_id": run_id, "compared": drift.compared, "mismatches": len(drift.mismatches),
-                  "mismatch_rate": drift.mismatch_rate,
-                  "only_at_batch_1": len(drift.only_in_reference), "only_at_this_batch": len(drift.only_in_candidate),
-                  "examples": markdown_preview(examples, rows=SHOWN_FINDINGS) if drift.mismatches else "none"},
+        metadata=readable({"run_id": run_id, "compared": drift.compared, "mismatches": len(drift.mismatches),
+                           "mismatch_rate": drift.mismatch_rate, "only_at_batch_1": len(drift.only_in_reference),
+                           "only_at_this_batch": len(drift.only_in_candidate),
+                           "examples": markdown_preview(examples, rows=SHOWN_FINDINGS) if drift.mismatches
+                           else "none"}),
     )
 
 
 CHECKS = (
-    (generations_are_not_prompt_echoes, {"asset": "generations", "blocking": True}),
-    (generations_latencies_are_valid, {"asset": "generations"}),
-    (reward_scores_have_no_nan, {"asset": "reward_scores", "blocking": True}),
-    (reward_scores_match_generations, {"asset": "reward_scores", "blocking": True,
+    (generations_are_not_prompt_echoes, {"name": "no_prompt_echo", "asset": "generations", "blocking": True}),
+    (generations_latencies_are_valid, {"name": "valid_latencies", "asset": "generations"}),
+    (reward_scores_have_no_nan, {"name": "no_nan_scores", "asset": "reward_scores", "blocking": True}),
+    (reward_scores_match_generations, {"name": "one_score_per_sample", "asset": "reward_scores", "blocking": True,
                                        "additional_ins": {"generations": dg.AssetIn("generations")}}),
-    (benchmark_report_has_not_regressed, {"asset": "benchmark_report", **DUCKDB_WRITER}),
-    (benchmark_report_rows_have_not_regressed, {"asset": "benchmark_report", "blocking": True, **DUCKDB_WRITER}),
-    (benchmark_report_answers_survive_library_changes, {"asset": "benchmark_report", **DUCKDB_WRITER}),
-    (benchmark_report_is_batch_size_invariant, {"asset": "benchmark_report", **DUCKDB_WRITER}),
+    (benchmark_report_has_not_regressed, {"name": "no_metric_drop", "asset": "benchmark_report", **DUCKDB_WRITER}),
+    (benchmark_report_rows_have_not_regressed, {"name": "no_row_drop", "asset": "benchmark_report", "blocking": True,
+                                                **DUCKDB_WRITER}),
+    (benchmark_report_answers_survive_library_changes, {"name": "library_canary", "asset": "benchmark_report",
+                                                        **DUCKDB_WRITER}),
+    (benchmark_report_is_batch_size_invariant, {"name": "batch_invariant", "asset": "benchmark_report",
+                                                **DUCKDB_WRITER}),
 )
-"""Each check with its ``@dg.asset_check`` arguments; the partitions come from the config file."""
+"""Each check with its ``@dg.asset_check`` arguments; the partitions come from the config file. The UI
+shows a check's name beside its asset's and cuts it after about 16 characters, so names are short,
+distinct at a glance, and do not repeat the asset's name."""
 
 
 def build_benchmark_checks(partitions: dg.PartitionsDefinition) -> list[dg.AssetChecksDefinition]:

@@ -11,7 +11,7 @@ from aerorl_ops.generation.batched import BatchProgress
 from aerorl_ops.generation.partition_run import partition_stats, run_generation
 from aerorl_ops.rows import Row, table_to_rows
 from assets.benchmark.partitions import partition_parts
-from assets.metadata import markdown_preview
+from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class, settings_values
 from assets.step_placement import gpu_request_tags
@@ -65,7 +65,7 @@ def generate_partition(context: dg.AssetExecutionContext, bench: BenchmarkConfig
                            on_progress=progress_logger(context))
     stats = partition_stats(table)
     frame = table.select(["sample_id", "response", "generated_tokens", "latency_ms"]).to_pandas()
-    return dg.Output(table, metadata={
+    return dg.Output(table, metadata=readable({
         "dagster/row_count": table.num_rows,
         "samples_per_s": stats.samples / stats.wall_s if stats.wall_s else 0.0,
         "generated_tokens": int(frame["generated_tokens"].sum()),
@@ -74,4 +74,4 @@ def generate_partition(context: dg.AssetExecutionContext, bench: BenchmarkConfig
         "gpu_seen": bool(stats.telemetry and stats.telemetry.gpu_seen),
         "peak_memory_mb": float(stats.telemetry.peak_memory_mb if stats.telemetry else 0.0),
         "preview": markdown_preview(frame),
-    })
+    }))

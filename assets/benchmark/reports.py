@@ -5,15 +5,15 @@ to ``rejected_rows`` with their reasons instead. All tables are replaced for (ru
 batch_size) in one transaction, so a
 failed or repeated write never leaves partial or duplicate rows. Writes queue on the
 ``duckdb_writer`` pool, so parallel partitions never contend for DuckDB's single writer.
-After the write it (re)creates the report views, attaches figures (throughput vs batch size
-over every partition of the run so far, this partition's reward and latency distributions)
+After the write it (re)creates the report views, draws figures (throughput vs batch size
+over every partition of the run so far, this partition's reward and latency distributions) as
+``plots/benchmark/<run>/<model>__bs<N>/<figure>.png`` beside the database and inline in the metadata,
 and writes the dated JSON artifact ``<reports_dir>/<YYYY-MM-DD>/<run>__<model>__bs<N>.json``.
 """
 
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,7 +42,8 @@ from aerorl_ops.storage.duckdb_store import (
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY, GENERATIONS, REJECTED_ROWS, REWARD_SCORES
 from aerorl_ops.storage.views import create_views
 from assets.benchmark.partitions import partition_parts
-from assets.metadata import inline_png, markdown_preview
+from assets.figures import Figure, benchmark_plots_dir, saved_figures
+from assets.metadata import markdown_preview, readable
 from assets.runs import benchmark_run_id, git_sha, library_versions
 from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
 
@@ -58,15 +59,6 @@ class ReportConfig(dg.Config):
 
 def artifacts_dir(config: ReportConfig, duckdb: DuckDBResource) -> Path:
     return Path(config.reports_dir) if config.reports_dir else Path(duckdb.database).resolve().parent
-
-
-def png_markdown(title: str, render: Callable[[pd.DataFrame], bytes], frame: pd.DataFrame) -> dg.MetadataValue:
-    """A figure as markdown with an inline PNG (the Dagster UI renders it); a note when there is no data."""
-    try:
-        png = render(frame)
-    except ValueError as error:  # the plot functions raise ValueError when there is nothing to plot
-        return dg.MetadataValue.md(f"_{title}: nothing to plot ({error})_")
-    return inline_png(title, png)
 
 
 def with_key(frame: pd.DataFrame, run_id: str, model_key: str, batch_size: int, **extra) -> pa.Table:
@@ -159,7 +151,7 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
     shown = {k: v for k, v in asdict(summary).items() if k in ("samples", "samples_per_s", "generated_tokens_per_s",
                                                         "latency_p50_ms", "latency_p95_ms", "pass_rate",
                                                         "accuracy", "peak_memory_mb")}
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(metadata=readable({
         "run_id": run_id,
         "generations_rows": inserted[0],
         "reward_scores_rows": inserted[1],
@@ -170,10 +162,11 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
                                                     "pass_rate": s.pass_rate} for s in summaries])),
         "artifact": dg.MetadataValue.path(str(artifact)),
         "library_changes": "; ".join(str(change) for change in library_changes) or "none",
-        "throughput_vs_batch_size": png_markdown("throughput vs batch size, this run",
-                                                 throughput_vs_batch_size_png, run_summary),
-        "reward_distribution": png_markdown("reward distribution", reward_distribution_png, score_frame),
-        "latency_distribution": png_markdown("latency distribution", latency_distribution_png,
-                                             gen_frame[["latency_ms"]]),
+        **saved_figures(benchmark_plots_dir(duckdb.database, run_id, model_key, batch_size), {
+            "throughput_vs_batch_size": Figure("throughput vs batch size, this run", throughput_vs_batch_size_png,
+                                               run_summary),
+            "reward_distribution": Figure("reward distribution", reward_distribution_png, score_frame),
+            "latency_distribution": Figure("latency distribution", latency_distribution_png,
+                                           gen_frame[["latency_ms"]])}),
         **{k: float(v) for k, v in shown.items() if v is not None},
-    })
+    }))

@@ -18,7 +18,7 @@ from aerorl_ops.rewards.judge_table import with_judge
 from aerorl_ops.scoring.judge_cache import DuckDBGradeCache
 from aerorl_ops.scoring.judge_model import TransformersJudge
 from aerorl_ops.scoring.partition_scores import score_generations
-from assets.metadata import markdown_preview
+from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
 from assets.settings_config import reward_config_class, reward_settings
 from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
@@ -69,7 +69,7 @@ def build_reward_scores(bench: BenchmarkConfig, partitions: dg.PartitionsDefinit
                                     f"grades failed ({counts.timeouts} timed out), scored "
                                     f"{settings.judge.failure_score}")
         frame = scores.to_pandas()
-        return dg.Output(scores, metadata={
+        return dg.Output(scores, metadata=readable({
             "dagster/row_count": scores.num_rows,
             "pass_rate": float(frame["passed"].mean()) if len(frame) else 0.0,
             "accuracy": float(frame["correct"].mean()) if len(frame) else 0.0,
@@ -77,6 +77,6 @@ def build_reward_scores(bench: BenchmarkConfig, partitions: dg.PartitionsDefinit
             "average_reward": float(frame["total_reward"].mean()) if len(frame) else 0.0,
             **judge_metadata,
             "preview": markdown_preview(frame.drop(columns=["reward_config"] + ([] if judged else ["judge"]))),
-        })
+        }))
 
     return reward_scores

@@ -25,7 +25,7 @@ from aerorl_ops.storage.eval_schema import EVAL_TABLES
 from aerorl_ops.storage.eval_views import create_eval_views
 from aerorl_ops.storage.schema import REJECTED_ROWS
 from assets.figures import eval_figures
-from assets.metadata import markdown_preview
+from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
 from assets.settings_config import config_class, settings_values
 
@@ -98,11 +98,11 @@ def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, se
         create_cost_views(conn, bench.costs)
         table = format_side_by_side(side_by_side(conn, result.eval_id))
         figures = eval_figures(conn, duckdb.database, result.eval_id)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(metadata=readable({
         "eval_id": result.eval_id, "model": settings.model, "baseline": settings.baseline,
         "dataset": f"{dataset.name} ({dataset.split})", "questions": len(env),
         "rejected_rows": len(env.rejected), "rejections": rejection_summary(env.rejected),
         "samples": len(result.model.outcome.samples) + len(result.baseline.outcome.samples),
-        "wall_s": round(result.model.outcome.wall_s + result.baseline.outcome.wall_s, 2),
+        "wall_s": result.model.outcome.wall_s + result.baseline.outcome.wall_s,
         "comparison": markdown_preview(table, rows=len(table)), **figures,
-    })
+    }))

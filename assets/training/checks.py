@@ -1,8 +1,8 @@
 """Asset checks on ``rl_run``: the reward-hacking guard.
 
-The check fails when the latest run's mean training reward rose while its held-out accuracy fell
-by more than its standard error (``aerorl_ops.rl.reward_hacking``): a shaped reward the policy
-learned to game. ``run_verdict`` is the plain helper, over a DuckDB connection.
+The check ``no_reward_hacking`` fails when the latest run's mean training reward rose while its
+held-out accuracy fell by more than its standard error (``aerorl_ops.rl.reward_hacking``): a shaped
+reward the policy learned to game. ``run_verdict`` is the plain helper, over a DuckDB connection.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dagster_duckdb import DuckDBResource
 from aerorl_ops.rl.reward_hacking import HeldOutAccuracy, RewardHackingVerdict, reward_hacking_verdict
 from aerorl_ops.storage.duckdb_store import ensure_tables
 from aerorl_ops.storage.training_schema import TRAINING_TABLES
+from assets.metadata import readable
 
 NOT_RL_PHASES = ("warmup", "control")
 RL_START_PHASES = ("warmup", "base")  # the evaluation RL started from: after the warm-up, else step 0
@@ -38,8 +39,8 @@ def run_verdict(conn: duckdb.DuckDBPyConnection, run_id: str) -> RewardHackingVe
     return reward_hacking_verdict(rewards, [HeldOutAccuracy(step, accuracy, n) for step, _, accuracy, n in series])
 
 
-@dg.asset_check(asset="rl_run", description="training reward rose while held-out accuracy fell beyond its "
-                "standard error (reward hacking)")
+@dg.asset_check(name="no_reward_hacking", asset="rl_run", description="training reward rose while held-out "
+                "accuracy fell beyond its standard error (reward hacking)")
 def rl_run_reward_hacking(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     with duckdb.get_connection() as conn:
         ensure_tables(conn, TRAINING_TABLES)
@@ -49,6 +50,6 @@ def rl_run_reward_hacking(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         verdict = run_verdict(conn, run_id)
     return dg.AssetCheckResult(passed=not verdict.gamed, severity=dg.AssetCheckSeverity.ERROR,
                                description=verdict.description,
-                               metadata={"run_id": run_id, "reward_rise": verdict.reward_rise,
-                                         "accuracy_change": verdict.accuracy_change,
-                                         "accuracy_stderr": verdict.accuracy_stderr})
+                               metadata=readable({"run_id": run_id, "reward_rise": verdict.reward_rise,
+                                                  "accuracy_change": verdict.accuracy_change,
+                                                  "accuracy_stderr": verdict.accuracy_stderr}))

@@ -25,7 +25,7 @@ from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.rl.checkpoint_records import record_run_checkpoints
 from aerorl_ops.rl.recorded_run import train_and_record
-from aerorl_ops.rl.training_run import training_run_id
+from aerorl_ops.rl.run_id import training_run_id
 from aerorl_ops.storage.cost_views import create_cost_views
 from assets.checkpoints import record_checkpoints
 from assets.resources import ModelRuntime
@@ -66,7 +66,7 @@ class TrainingRunConfig(dg.Config):
                        named=str).check_rules(WHERE)
 
     def run_id(self) -> str:
-        """``run_name`` when set, else a stable id of the settings (``rl.training_run.training_run_id``)."""
+        """``run_name`` when set, else a stable id of the settings (``rl.run_id.training_run_id``)."""
         return training_run_id(TrainingSettings(**settings_values(self, TrainingSettings)), self.run_name)
 
 

@@ -17,7 +17,7 @@ from aerorl_ops.rl.recorded_run import ModelPlace, RecordedRun, ReportPlace, Run
 from aerorl_ops.rl.reporters import NullReporter
 from aerorl_ops.rl.stats import StepStats
 from assets.figures import training_figures
-from assets.metadata import markdown_preview
+from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
 
 Report = Callable[[str, dict[str, Any]], None]
@@ -61,7 +61,7 @@ def run_metadata(run: RecordedRun, duckdb: DuckDBResource) -> dict[str, Any]:
     (PNGs under reports/plots/training/<run_id>)."""
     stored = run.stored
     figures = training_figures(duckdb.database, run.run_id)
-    return {
+    return readable({
         "run_id": run.run_id,
         "final_checkpoint": dg.MetadataValue.path(str(stored.record.final_checkpoint)),
         "reference_quantization_mode": stored.record.reference_quantization_mode,
@@ -72,4 +72,4 @@ def run_metadata(run: RecordedRun, duckdb: DuckDBResource) -> dict[str, Any]:
         "rejected_rows": stored.record.rejected_rows,
         "evaluations": markdown_preview(stored.evaluation_summary(), rows=50),
         **figures,
-    }
+    })

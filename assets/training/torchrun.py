@@ -30,6 +30,7 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.cpu_threads import threads_per_process
 from aerorl_ops.rl.distributed import check_data_parallel
 from aerorl_ops.rl.recorded_run import RunOptions
 from assets.metadata import markdown_preview
@@ -72,7 +73,8 @@ def launch_ranks(context: dg.AssetExecutionContext, bench: BenchmarkConfig, sett
                   "database": duckdb.database, "failures": failures}
         try:
             invocation = dg.PipesSubprocessClient(cwd=str(PROJECT_ROOT)).run(
-                command=torchrun_command(ranks, WORKER_MODULE), context=context, extras=extras)
+                command=torchrun_command(ranks, WORKER_MODULE), context=context, extras=extras,
+                env=threads_per_process(ranks))  # the CPUs split between the ranks, not all of them each
         except Exception as error:  # the client's (private) DagsterPipesExecutionError: torchrun failed
             failure = first_failure(Path(failures))
             if failure is None:

@@ -35,9 +35,10 @@ from aerorl_pipeline.bench import plan_bench, run_bench, run_bench_distributed  
 from aerorl_pipeline.celery_workers import wait_until_ready, worker_command  # noqa: E402
 from aerorl_pipeline.definitions import build_definitions  # noqa: E402
 from aerorl_pipeline.distributed_bench import BenchResources, resources_of  # noqa: E402
-from aerorl_pipeline.executors import PARTITION_QUEUE, celery_app, prepare_folders  # noqa: E402
+from aerorl_pipeline.executors import celery_app, prepare_folders  # noqa: E402
 from assets.project import load_config  # noqa: E402
 from assets.runs import BENCHMARK_RUN_TAG  # noqa: E402
+from assets.step_placement import PARTITION_QUEUE  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -20,15 +20,15 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_ui.py"
 ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
           "checkpoints", "eval_run", "checkpoint_eval"}
 CHECKS = {
-    ("generations", "generations_are_not_prompt_echoes", True),
-    ("generations", "generations_latencies_are_valid", False),
-    ("reward_scores", "reward_scores_have_no_nan", True),
-    ("reward_scores", "reward_scores_match_generations", True),
-    ("benchmark_report", "benchmark_report_has_not_regressed", False),
-    ("benchmark_report", "benchmark_report_rows_have_not_regressed", True),
-    ("benchmark_report", "benchmark_report_answers_survive_library_changes", False),
-    ("benchmark_report", "benchmark_report_is_batch_size_invariant", False),
-    ("rl_run", "rl_run_reward_hacking", False),
+    ("generations", "no_prompt_echo", True),
+    ("generations", "valid_latencies", False),
+    ("reward_scores", "no_nan_scores", True),
+    ("reward_scores", "one_score_per_sample", True),
+    ("benchmark_report", "no_metric_drop", False),
+    ("benchmark_report", "no_row_drop", True),
+    ("benchmark_report", "library_canary", False),
+    ("benchmark_report", "batch_invariant", False),
+    ("rl_run", "no_reward_hacking", False),
 }
 
 DEFINITIONS_QUERY = """
@@ -75,6 +75,7 @@ def test_dagster_dev_lists_the_definitions_and_shuts_down_cleanly(ui, tmp_path):
                                                                             "checkpoint_evaluation"}
     sensors = {s["name"]: s["sensorState"]["status"] for s in repository["sensors"]}
     assert sensors["checkpoint_evaluations"] == "STOPPED"  # off until a user turns it on
+    assert sensors["automation_conditions"] == "RUNNING"  # the rows' 01:00 refresh happens by default
     (schedule,) = repository["schedules"]
     assert (schedule["name"], schedule["cronSchedule"], schedule["scheduleState"]["status"]) == (
         "nightly_benchmark", "0 2 * * *", "RUNNING")

@@ -71,3 +71,20 @@ def test_the_schedule_tick_requests_every_partition_for_that_night():
     requests = schedule.evaluate_tick(context).run_requests
     assert {r.partition_key for r in requests} == set(benchmark_partitions.get_partition_keys())
     assert {r.tags[BENCHMARK_RUN_TAG] for r in requests} == {"nightly-2026-03-04"}
+
+
+def test_check_names_are_short_and_distinct_where_the_ui_cuts_them():
+    names = [key.name for key in defs.resolve_asset_graph().asset_check_keys]
+    assert len(names) == 9
+    assert max(len(name) for name in names) <= 24, names
+    assert len({name[:16] for name in names}) == len(names), names  # the UI shows about 16 characters
+
+
+def test_every_automated_asset_is_evaluated_by_a_sensor_that_is_on_by_default():
+    graph = defs.resolve_asset_graph()
+    automated = {key for key in graph.get_all_asset_keys() if graph.get(key).automation_condition is not None}
+    assert asset_names(automated) == {"docvqa_rows", "chartqa_rows", "easy_vqa_rows"}  # the 01:00 refresh
+    running = [sensor for sensor in defs.get_repository_def().sensor_defs
+               if isinstance(sensor, dg.AutomationConditionSensorDefinition)
+               and sensor.default_status == dg.DefaultSensorStatus.RUNNING]
+    assert automated <= {key for sensor in running for key in sensor.asset_selection.resolve(graph)}

@@ -10,7 +10,7 @@ import pytest
 
 from aerorl_ops.config.fields import ConfigError
 from aerorl_pipeline import cli
-from aerorl_pipeline.bench import step_input_error
+from aerorl_pipeline.failures import failure_from_results
 from aerorl_pipeline.settings_flags import input_error_in
 from assets.project import DATA_DIR
 
@@ -129,9 +129,12 @@ def test_a_model_folder_without_config_json_is_one_line_naming_the_folder(capsys
                          "loadable checkpoint (no config.json in it)")
 
 
-def test_debug_shows_the_traceback_instead(capsys):
-    with pytest.raises(ConfigError, match="'--learning-rate' must be > 0"):
-        cli.main(["train", "--learning-rate", "-0.001", "--debug"])
+def test_debug_shows_the_traceback_too(capsys):
+    assert cli.main(["train", "--learning-rate", "-0.001", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.endswith("\naerorl: configuration error: aerorl train: setting '--learning-rate' must be > 0, "
+                        "got -0.001\n")
 
 
 # --- an input error raised inside a job's step ------------------------------------------------------
@@ -156,7 +159,9 @@ def test_an_input_error_is_found_in_what_it_caused():
 
 def test_an_input_error_in_a_step_is_found_in_a_failed_result():
     result = JOB.execute_in_process(raise_on_error=False)
-    assert step_input_error([result]) == "model folder '/x': no config.json in it"
+    failure = failure_from_results([result])
+    assert (failure.message, failure.exit_code) == ("model folder '/x': no config.json in it", 2)
+    assert "ConfigError: model folder '/x': no config.json in it" in failure.detail  # the trace, for --debug
 
 
 def test_the_command_prints_an_input_error_from_a_step_as_one_line(capsys, monkeypatch):
@@ -166,8 +171,7 @@ def test_the_command_prints_an_input_error_from_a_step_as_one_line(capsys, monke
 
     monkeypatch.setattr(cli, "_train", run_the_job)
     assert cli.main(["train"]) == 2
-    # above it, Dagster's console logger shows the failed step
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == "aerorl: configuration error: model folder '/x': no config.json in it"
-    with pytest.raises(ConfigError, match="no config.json"):
-        cli.main(["train", "--debug"])
+    assert cli.main(["train", "--debug"]) == 2
+    assert "Traceback (most recent call last)" in capsys.readouterr().err

@@ -176,6 +176,6 @@ def test_the_default_training_run_id_is_stable_so_reruns_resume():
     assert TrainingConfig().run_id() == "rl-grpo-s0-0c0205eb53"
     assert TrainingConfig(steps=3, learning_rate=1e-2).run_id() == "rl-grpo-s0-b07eabec31"
     assert TrainingConfig(rollout_backend="vllm").run_id() == "rl-grpo-s0-0530b9d318"
-    # a setting added since (training_run.ID_WHEN_SET) changes the id only when set away from its default
+    # a setting added since (run_id.ID_WHEN_SET) changes the id only when set away from its default
     assert TrainingConfig(freeze_projector=False).run_id() == "rl-grpo-s0-0c0205eb53"
     assert TrainingConfig(freeze_projector=True).run_id() not in ("rl-grpo-s0-0c0205eb53", "")

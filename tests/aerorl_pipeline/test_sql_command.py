@@ -53,6 +53,18 @@ def test_prints_an_aligned_table(capsys, database):
     )
 
 
+ROUNDING = "SELECT 1 / 144 AS rate, 123456.7::DOUBLE AS tokens, 12::DOUBLE AS whole, 7 AS n"
+
+
+def test_the_table_shows_floats_to_4_significant_digits_and_csv_and_json_keep_every_digit(capsys, database):
+    _, table, _ = sql(capsys, ROUNDING, "--database", str(database))
+    assert table.splitlines()[2] == "0.006944 | 123500.0 |  12.0 | 7"
+    _, csv_text, _ = sql(capsys, ROUNDING, "--csv", "--database", str(database))
+    assert csv_text.splitlines()[1] == "0.006944444444444444,123456.7,12.0,7"
+    _, json_text, _ = sql(capsys, ROUNDING, "--json", "--database", str(database))
+    assert json.loads(json_text) == [{"rate": 1 / 144, "tokens": 123456.7, "whole": 12.0, "n": 7}]
+
+
 def test_prints_csv(capsys, database):
     code, out, _ = sql(capsys, QUERY, "--csv", "--database", str(database))
     assert code == 0
@@ -163,3 +175,34 @@ def test_a_writers_hold_that_outlasts_the_wait_fails_with_one_line_naming_the_lo
     assert f"(PID {writer.pid})) and stayed locked for 0.5 s: run the query again when its write ends" in err
     assert err.count("\n") == 1
 
+
+
+@pytest.mark.parametrize(("query", "target"), [
+    ("COPY summary TO '{dir}/out.csv'", "out.csv"),
+    ("ATTACH '{dir}/other.duckdb' AS other", "other.duckdb"),
+    ("EXPORT DATABASE '{dir}/exported'", "exported"),
+    ("SELECT * FROM read_csv('/etc/passwd')", None),
+    ("INSTALL httpfs", None),
+])
+def test_a_query_that_reaches_outside_the_database_is_refused_in_one_line(capsys, database, tmp_path, query, target):
+    code, out, err = sql(capsys, query.format(dir=tmp_path), "--database", str(database))
+    assert (code, out) == (1, "")
+    assert err.startswith(f"aerorl sql: refused: aerorl sql reads the report database {database} and nothing "
+                          "else (no COPY TO, ATTACH, INSTALL or other files; export with --csv or --json): ")
+    assert err.count("\n") == 1
+    if target is not None:
+        assert not (tmp_path / target).exists()
+
+
+def test_a_query_cannot_turn_external_access_back_on(capsys, database):
+    code, _, err = sql(capsys, "SET enable_external_access = true", "--database", str(database))
+    assert code == 1 and "the configuration has been locked" in err
+
+
+def test_a_damaged_database_is_named_with_how_to_recover(capsys, database):
+    with database.open("r+b") as handle:  # a truncated copy: opens, then fails where its blocks are missing
+        handle.truncate(3 * 4096 + 100)
+    code, out, err = sql(capsys, "SELECT count(*) FROM summary", "--database", str(database))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"aerorl sql: the report database {database} is damaged (")
+    assert f"query a copy: cp {database} /tmp/copy.duckdb; aerorl sql --database /tmp/copy.duckdb" in err

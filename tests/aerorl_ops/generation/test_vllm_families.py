@@ -3,7 +3,7 @@
 Marked ``vllm`` (skipped without vLLM): ``make test-vllm``, or
 ``.venv-vllm/bin/python -m pytest -q -m vllm tests/aerorl_ops/generation/test_vllm_families.py``.
 
-For each family of ``tiny_families.FAMILIES``, five rows with their images go through the project's
+For each family of ``tiny_families.VLLM_CHECKED``, five rows with their images go through the project's
 transformers backend and its vLLM backend (``backend = "vllm"``, an engine started on the family's
 checkpoint folder), in batches of three: the token ids each backend decoded into its raw responses
 are equal, and so is every record field but the timings (the prompt's text and vision token counts
@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import pytest
 
-from aerorl_ops.models.tiny_families import FAMILIES
+from aerorl_ops.models.tiny_families import VLLM_CHECKED
 
 pytestmark = [
     pytest.mark.vllm,
@@ -152,7 +152,7 @@ def teacher_forced_logprobs(loaded, row, reply: list[int]) -> list[float]:
     return steps.gather(1, extra[0, :, None])[:, 0].tolist()
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", VLLM_CHECKED)
 def test_greedy_vllm_equals_transformers(name, tiny_family_dir, tiny_family_vlm, few_rows, monkeypatch):
     """Equal token ids and records; and the engine's log-probabilities of its replies equal transformers'
     (an image changes these tiny models' log-probabilities by 1e-3 or more, where their greedy replies

@@ -88,3 +88,21 @@ def test_a_models_entry_can_name_a_checkpoint_so_a_benchmark_partition_loads_it(
         "source": "run-a@latest"}}}, path="bench.toml")
     entry = config.model("run-a-latest")
     assert model_source(entry, models).location == str(root / "run-a" / "step-4")
+
+
+def test_a_missing_folder_inside_a_run_suggests_its_newest_checkpoint(runs):
+    models, root = runs
+    missing = str(root / "run-a" / "final")  # the folder the README once named: runs write step-N, not final
+    with pytest.raises(CheckpointNotFound) as raised:
+        model_source(ModelEntry(missing, missing), models)
+    assert str(raised.value) == (f"no checkpoint folder {missing}: run 'run-a' has checkpoints run-a@2, run-a@4 "
+                                 "(the newest is also run-a@latest): did you mean run-a@4?")
+    (root / "run-b").mkdir()
+    empty = str(root / "run-b" / "final")
+    with pytest.raises(CheckpointNotFound, match=r"^no checkpoint folder .*/run-b/final: training run 'run-b' has "
+                                                 r"no complete checkpoint under "):
+        model_source(ModelEntry(empty, empty), models)
+    existing = str(root / "run-a" / "step-2")  # a folder that exists, and a hub id, pass as they are
+    assert model_source(ModelEntry(existing, existing), models).location == existing
+    assert model_source(ModelEntry("Qwen/Qwen2-VL-2B-Instruct", "Qwen/Qwen2-VL-2B-Instruct"), models).location == (
+        "Qwen/Qwen2-VL-2B-Instruct")

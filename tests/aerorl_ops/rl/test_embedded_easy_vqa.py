@@ -39,10 +39,15 @@ def files_of(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.filterwarnings("ignore:embedded model 'tiny-qwen2-vl-easy-vqa' reads colour")
-def test_the_build_is_deterministic_cached_and_not_the_base(tmp_path, monkeypatch):
+def test_the_build_is_deterministic_cached_and_not_the_base(tmp_path, monkeypatch, capsys):
     with pytest.warns(UserWarning, match=r"reads colour [-+]\d+\.\d% against the no-image prior on 600 held-out "
                                          r"questions \(expected \+20\.0% or more\)"):  # three steps teach no colour
         first = build_tiny_qwen2vl_easy_vqa(tmp_path / "a" / EMBEDDED_EASY_VQA, THREE_STEPS)
+    said = capsys.readouterr().err  # a one-time build says what it does, with a step bar
+    assert f"building {EMBEDDED_EASY_VQA} (one time, about 45 s on 2 idle cores) into {first}\n" in said
+    assert f"building {EMBEDDED_EASY_VQA}: 100%" in said and "3/3" in said
+    assert f"{EMBEDDED_EASY_VQA}: scoring 600 held-out questions" in said
+    assert f"built {EMBEDDED_EASY_VQA}: held-out accuracy " in said
     second = build_tiny_qwen2vl_easy_vqa(tmp_path / "b" / EMBEDDED_EASY_VQA, THREE_STEPS)
     assert files_of(first) == files_of(second)  # weights, processor, marker and held-out score, byte for byte
     assert {"model.safetensors", "config.json", "tokenizer.json", "aerorl_embedded.json",
@@ -57,13 +62,15 @@ def test_the_build_is_deterministic_cached_and_not_the_base(tmp_path, monkeypatc
     def no_training(*args):
         raise AssertionError("a cached build trained again")
     monkeypatch.setattr(embedded_easy_vqa, "_train", no_training)
+    capsys.readouterr()
     assert build_tiny_qwen2vl_easy_vqa(first, THREE_STEPS) == first
+    assert capsys.readouterr().err == ""  # a cached build says nothing
     with pytest.raises(AssertionError, match="trained again"):  # another recipe is another build
         build_tiny_qwen2vl_easy_vqa(first, replace(THREE_STEPS, steps=4))
 
 
 @pytest.mark.filterwarnings("ignore:embedded model 'tiny-qwen2-vl-easy-vqa' reads colour")
-def test_builders_that_race_train_once(tmp_path, monkeypatch):
+def test_builders_that_race_train_once(tmp_path, monkeypatch, capsys):
     trained = []
     train = embedded_easy_vqa._train
 
@@ -80,6 +87,9 @@ def test_builders_that_race_train_once(tmp_path, monkeypatch):
     for thread in threads:
         thread.join()
     assert results == [folder, folder] and len(trained) == 1
+    said = capsys.readouterr().err  # the builder that waited said so, and what it found
+    assert f"waiting for another process to finish building {EMBEDDED_EASY_VQA} (lock " in said
+    assert f"{EMBEDDED_EASY_VQA}: built by the other process, {folder}\n" in said
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [EMBEDDED_DEFAULT,
                                                                                         EMBEDDED_EASY_VQA]
 

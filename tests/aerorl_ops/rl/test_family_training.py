@@ -1,7 +1,8 @@
 """Training every VLM family's tiny random-init checkpoint (``tests/conftest.py``'s ``tiny_family_dir``):
-the trainer scores what ``generate`` sampled with the same inputs, the vision encoder freezes and the
-projector does not (unless asked), the supervised target ends with the family's end-of-turn token, and
-a 2 + 2-step run goes through, plain and with a frozen tower plus LoRA."""
+the trainer scores what ``generate`` sampled with the same inputs, an earlier token's log-prob never
+sees a later one, the vision encoder freezes and the projector does not (unless asked), the supervised
+target ends with the token the chat template ends a turn with, and a 2 + 2-step run goes through,
+plain and with a frozen tower plus LoRA."""
 
 from __future__ import annotations
 
@@ -14,26 +15,33 @@ import pytest
 import torch
 from transformers import AutoConfig
 
+from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
-from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, generate_rows
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.family_parts import family_parts, part_of, part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.models.tiny_families import FAMILIES, random_init_model
 from aerorl_ops.rl.lora import ADAPTER_DIR, lora_config, lora_layers
+from aerorl_ops.rl.per_token_inputs import UnknownPerTokenInputError, check_per_token_inputs
+from aerorl_ops.rl.reference_quantization import kernel_unfit_layers
 from aerorl_ops.rl.rollout import supervised_batch
-from aerorl_ops.rl.runtimes import policy_and_reference
+from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, policy_and_reference
 from aerorl_ops.rl.sequences import append_completions, completion_logprobs
 from aerorl_ops.rl.trainer import RLTrainer
 from aerorl_ops.rl.training_run import run_training
 
 END_OF_TURN = {"qwen2-vl": "<|im_end|>", "qwen2.5-vl": "<|im_end|>", "qwen3-vl": "<|im_end|>",
                "smolvlm": "<end_of_utterance>", "smolvlm2": "<end_of_utterance>", "gemma3": "<end_of_turn>",
-               "llava-onevision": "<|im_end|>", "internvl": "<|im_end|>", "glm4.1v": "<|user|>"}
-"""What each family's chat template writes after an assistant reply, written out by hand."""
+               "llava-onevision": "<|im_end|>", "internvl": "<|im_end|>", "glm4.1v": "<|user|>",
+               "qwen3-vl-moe": "<|im_end|>", "paligemma": "<eos>", "mllama": "<|eot_id|>",
+               "aya-vision": "<|END_OF_TURN_TOKEN|>", "idefics2": "<end_of_utterance>", "llava": "</s>",
+               "llava-next": "</s>"}
+"""What each family's chat template writes after an assistant reply, written out by hand (LLaVA-1.5's writes
+no special token: its EOS; PaliGemma's prompt format ends a reply with EOS)."""
 
 STEPS = dict(group_size=2, max_new_tokens=3, kl_coef=0.0, learning_rate=1e-2, seed=3)
 
@@ -91,8 +99,8 @@ def scored_and_generated(loaded, env, drop: str | None = None) -> tuple[torch.Te
     of the trainer's batch), and ``generate``'s own: [N] each."""
     inputs = encode_observations(loaded, observe_all(env, [0, 1]))
     tokens, expected = generated_with_logprobs(loaded, inputs)
-    batch = append_completions(inputs, tokens, loaded.tokenizer.pad_token_id, loaded.model.config)
-    assert set(inputs) <= set(batch.inputs)  # every processor output reaches the model
+    batch = append_completions(inputs, tokens, loaded)
+    assert set(inputs) - {"labels"} <= set(batch.inputs)  # every processor input reaches the model
     if drop is not None:
         del batch.inputs[drop]
     with torch.no_grad():
@@ -107,12 +115,22 @@ def test_the_trainer_scores_replies_as_generate_did(three_layer_vlm, env, name):
     assert torch.allclose(scored, expected, atol=1e-5, rtol=0), (scored, expected)
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_the_training_mask_counts_the_vision_tokens_a_benchmark_record_counts(tiny_family_vlm, few_rows, name):
+    """One count: Aya Vision's 7 per image (4 patches and its start, global-tile and end tokens) in both."""
+    loaded, rows = tiny_family_vlm(name), few_rows[:3]
+    samples = generate_rows(loaded, rows, batch_size=3, settings=GenerationSettings(max_new_tokens=1))
+    batch = append_completions(encode_prompts(loaded, rows), [[], [], []], loaded)
+    assert batch.vision_mask.sum(dim=1).tolist() == [s.vision_tokens for s in samples]
+    assert min(s.vision_tokens for s in samples) > 0
+
+
 def test_what_the_trainer_would_get_wrong_with_a_dropped_input(three_layer_vlm, env):
     """What the test above catches. Gemma 3's image tokens attend to each other both ways only with
     ``token_type_ids``, which the old allow-list dropped; LLaVA-OneVision needs ``image_sizes``."""
     loaded = three_layer_vlm("gemma3")
     inputs = encode_observations(loaded, observe_all(env, [0]))
-    batch = append_completions(inputs, [[5, 6]], loaded.tokenizer.pad_token_id, loaded.model.config)
+    batch = append_completions(inputs, [[5, 6]], loaded)
     assert batch.inputs["token_type_ids"][0, -2:].tolist() == [0, 0]  # completion tokens are text
     scored, expected = scored_and_generated(loaded, env, drop="token_type_ids")
     assert float((scored - expected).abs().max()) > 1e-4
@@ -120,12 +138,74 @@ def test_what_the_trainer_would_get_wrong_with_a_dropped_input(three_layer_vlm, 
         scored_and_generated(three_layer_vlm("llava-onevision"), env, drop="image_sizes")
 
 
+def two_completions(loaded, env):
+    """One prompt twice, followed by two completions that differ only in their last (fourth) token."""
+    words = loaded.tokenizer.encode(" the red circle is", add_special_tokens=False)[:4]
+    other = loaded.tokenizer.encode(" blue", add_special_tokens=False)[0]
+    assert len(words) == 4 and other != words[-1]
+    return append_completions(encode_observations(loaded, observe_all(env, [0, 0])), [words, words[:-1] + [other]],
+                              loaded)
+
+
+def assert_causal(loaded, env) -> None:
+    """Every earlier token's log-prob is the same in both of ``two_completions`` (to 1e-6); the last differs."""
+    with torch.no_grad():
+        scored = completion_logprobs(loaded.model, two_completions(loaded, env)).logprobs.view(2, 4)  # [2, 4]
+    assert float((scored[0, :3] - scored[1, :3]).abs().max()) <= 1e-6, scored
+    assert float((scored[0, 3] - scored[1, 3]).abs()) > 1e-6  # the last token differs, and so does its log-prob
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_an_earlier_token_never_sees_a_later_one(tiny_family_vlm, env, name):
+    """Two completions of one prompt that differ only in their last token: every earlier token's log-prob
+    is the same in both (PaliGemma's completion is its causal suffix, not its bidirectional prefix)."""
+    assert_causal(tiny_family_vlm(name), env)
+
+
+def test_paligemma_with_a_configured_chat_template_is_causal_and_ends_its_turn_as_the_template_does(
+        tiny_family_dir, env):
+    template = ("{% for message in messages %}{% if message['role'] == 'user' %}<image>question: "
+                "{{ message['content'][-1]['text'] }}{% else %}{{ message['content'][0]['text'] }}<pad>{% endif %}"
+                "{% endfor %}")
+    loaded = load_vlm(ModelSource(str(tiny_family_dir("paligemma")), chat_template=template), torch.device("cpu"))
+    assert_causal(loaded, env)
+    batch = supervised_batch(loaded, env, [0])
+    assert batch.input_ids[0][batch.completion_mask[0]].tolist()[-1] == loaded.tokenizer.pad_token_id
+
+
+def test_paligemma_s_completion_would_see_ahead_as_its_prefix(tiny_family_vlm, env):
+    """What the test above catches: PaliGemma's completion typed 0 (its bidirectional prefix), as a
+    completion was before, gives an earlier token a log-prob that depends on the last one."""
+    loaded = tiny_family_vlm("paligemma")
+    batch = two_completions(loaded, env)
+    prompt = batch.input_ids.shape[1] - 4
+    assert batch.inputs["token_type_ids"][:, prompt:].tolist() == [[1] * 4] * 2  # the causal suffix
+    batch.inputs["token_type_ids"][:, prompt:] = 0
+    with torch.no_grad():
+        scored = completion_logprobs(loaded.model, batch).logprobs.view(2, 4)  # [2, 4]
+    assert float((scored[0, :3] - scored[1, :3]).abs().max()) > 1e-4
+
+
+def test_llama_3_2_vision_s_completion_attends_to_the_last_prompt_token_s_images(tiny_family_vlm, env):
+    loaded = tiny_family_vlm("mllama")
+    inputs = encode_observations(loaded, observe_all(env, [0, 1]))
+    batch = append_completions(inputs, [[5, 6, 7], [5]], loaded)
+    mask, prompt = batch.inputs["cross_attention_mask"], inputs["input_ids"].shape[1]  # [2, P + 3, images, tiles]
+    assert mask.shape == (2, prompt + 3, *inputs["cross_attention_mask"].shape[2:])
+    assert torch.equal(mask[:, :prompt], inputs["cross_attention_mask"])
+    for position in range(prompt, prompt + 3):
+        assert torch.equal(mask[:, position], inputs["cross_attention_mask"][:, -1])
+
+
 def test_an_unknown_per_token_input_is_an_error_naming_it(tiny_family_vlm, env):
     loaded = tiny_family_vlm("qwen2-vl")
     inputs = dict(encode_observations(loaded, observe_all(env, [0])))
     inputs["extra_mask"] = torch.ones_like(inputs["input_ids"])
-    with pytest.raises(ValueError, match="'extra_mask'.*TOKEN_TYPE_INPUTS"):
-        append_completions(inputs, [[5]], loaded.tokenizer.pad_token_id, loaded.model.config)
+    inputs["extra_boxes"] = torch.ones(*inputs["input_ids"].shape, 4)  # any rank: dimension 1 is the prompt length
+    with pytest.raises(UnknownPerTokenInputError, match=r"\['extra_mask', 'extra_boxes'\].*does not extend"):
+        append_completions(inputs, [[5]], loaded)
+    with pytest.raises(UnknownPerTokenInputError, match="'extra_mask'"):
+        check_per_token_inputs(loaded.model, inputs)
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
@@ -158,19 +238,26 @@ def test_an_unknown_family_gets_guessed_parts_and_a_warning(caplog):
 
     with caplog.at_level(logging.WARNING, logger="aerorl_ops.models.family_parts"):
         parts = family_parts(Toy())
-    assert (parts.encoder, parts.projector, parts.end_of_turn) == (("vision_tower",), ("mm_projector",), None)
+    assert (parts.encoder, parts.projector) == (("vision_tower",), ("mm_projector",))
     assert "'Toy' is not in aerorl_ops.models.family_parts.FAMILY_PARTS" in caplog.text
     assert "('vision_tower',)" in caplog.text and "('mm_projector',)" in caplog.text
 
 
 ENCODER = {"qwen2-vl": "model.visual.", "qwen2.5-vl": "model.visual.", "qwen3-vl": "model.visual.",
            "smolvlm": "model.vision_model.", "smolvlm2": "model.vision_model.", "gemma3": "model.vision_tower.",
-           "llava-onevision": "model.vision_tower.", "internvl": "model.vision_tower.", "glm4.1v": "model.visual."}
+           "llava-onevision": "model.vision_tower.", "internvl": "model.vision_tower.", "glm4.1v": "model.visual.",
+           "qwen3-vl-moe": "model.visual.", "paligemma": "model.vision_tower.", "mllama": "model.vision_model.",
+           "aya-vision": "model.vision_tower.", "idefics2": "model.vision_model.", "llava": "model.vision_tower.",
+           "llava-next": "model.vision_tower."}
 PROJECTOR = {"qwen2-vl": ("model.visual.merger.",), "qwen2.5-vl": ("model.visual.merger.",),
              "qwen3-vl": ("model.visual.merger.", "model.visual.deepstack_merger_list."),
-             "smolvlm": ("model.connector.",), "smolvlm2": ("model.connector.",),
-             "gemma3": ("model.multi_modal_projector.",),
+             "qwen3-vl-moe": ("model.visual.merger.", "model.visual.deepstack_merger_list."),
+             "smolvlm": ("model.connector.",), "smolvlm2": ("model.connector.",), "idefics2": ("model.connector.",),
+             "gemma3": ("model.multi_modal_projector.",), "paligemma": ("model.multi_modal_projector.",),
+             "mllama": ("model.multi_modal_projector.",), "aya-vision": ("model.multi_modal_projector.",),
+             "llava": ("model.multi_modal_projector.",),
              "llava-onevision": ("model.multi_modal_projector.", "model.image_newline"),
+             "llava-next": ("model.multi_modal_projector.", "model.image_newline"),
              "internvl": ("model.multi_modal_projector.",), "glm4.1v": ("model.visual.merger.",)}
 """Each family's encoder and projector parameters, by hand from transformers' module trees."""
 
@@ -257,17 +344,41 @@ QUANTIZED_ALGORITHMS = [("grpo", 8), ("dr_grpo", 4), ("rloo", 8), ("reinforce_pp
 def test_an_rl_step_of_every_algorithm_against_a_quantized_reference(tiny_family_dir, env, name, algorithm,
                                                                       quant_bits):
     """One RL step with the KL to a bitsandbytes-quantized copy of the family's checkpoint: the reference
-    loads quantized and scores the replies (a finite KL, not 0: the copy is quantized), and the policy moves."""
+    loads quantized (its log-probs are not the policy's) and scores the replies (a finite KL), and the policy
+    moves. The KL itself may be 0 in float32 where the quantization error is ~1e-5 (k3 cancels)."""
     base = str(tiny_family_dir(name))
     settings = TrainingSettings(**dict(STEPS, kl_coef=0.05), algorithm=algorithm, quant_bits=quant_bits)
     policy, reference = policy_and_reference(base, settings, device="cpu")
     reference.anchor(base, rl_start=True)
+    batch = supervised_batch(policy.loaded, env, [0])
+    with torch.inference_mode():
+        ours, theirs = (completion_logprobs(m, batch).logprobs for m in (policy.loaded.model, reference.loaded.model))
+    assert not torch.equal(ours, theirs)  # a quantized copy
     trainer = RLTrainer(settings, policy)
     trainer.reference = reference
     before = snapshot(policy.loaded.model)
     stats = trainer.rl_step(env, [0, 1])
     assert reference.is_loaded and reference.quantization_mode == {8: "bitsandbytes-int8", 4: "bitsandbytes-nf4"}[
         quant_bits]
-    assert stats.kl is not None and torch.isfinite(torch.tensor(stats.kl)) and stats.kl != 0
+    assert stats.kl is not None and torch.isfinite(torch.tensor(stats.kl))
+    assert "lm_head" in reference.unquantized  # the fused log-prob path reads the head's weight
     after = dict(policy.loaded.model.named_parameters())
     assert any(not torch.equal(after[n], before[n]) for n in before if after[n].requires_grad)
+
+
+@pytest.mark.parametrize(("name", "quant_bits", "refused"), [
+    ("aya-vision", 8, "model.multi_modal_projector.linear_1"),  # its input is 4-D: [images, rows, columns, features]
+    ("mllama", 8, "model.multi_modal_projector"),  # 5-D: [batch, images, tiles, patches, features]
+    ("idefics2", 4, "model.connector.perceiver_resampler.layers.0.self_attn.k_proj"),  # 16 outputs: no 32-block
+])
+def test_a_layer_whose_input_the_kernel_refuses_stays_in_full_precision(tiny_family_dir, name, quant_bits, refused):
+    base = str(tiny_family_dir(name))
+    quantization = REFERENCE_QUANTIZATIONS[quant_bits]
+    first = load_vlm(ModelSource(base), torch.device("cpu"), quantization_config=quantization.transformers_config(base))
+    assert refused in kernel_unfit_layers(first)  # the kernel itself refuses the layer's input
+    _, reference = policy_and_reference(base, TrainingSettings(quant_bits=quant_bits), device="cpu")
+    model = reference.loaded.model
+    assert refused in reference.unquantized and type(model.get_submodule(refused)) is torch.nn.Linear
+    assert kernel_unfit_layers(reference.loaded) == {}
+    linear = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    assert len(reference.unquantized) < len(linear)  # the rest is quantized

@@ -133,7 +133,7 @@ def test_a_later_turns_image_sits_at_its_own_turn_as_the_processor_places_it(yes
                     {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": FEEDBACK}]}]
     text = yes_vlm.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     whole = yes_vlm.processor(text=[text], images=[[question.images[0], shown]], return_tensors="pt")
-    expected = append_completions(whole, [second], yes_vlm.tokenizer.pad_token_id, yes_vlm.model.config)
+    expected = append_completions(whole, [second], yes_vlm)
     for name in ("input_ids", "attention_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw"):
         assert torch.equal(batch.inputs[name], expected.inputs[name]), name
     assert yes_vlm.tokenizer.decode(first, skip_special_tokens=True).strip() == "yes"

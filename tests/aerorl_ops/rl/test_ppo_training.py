@@ -93,8 +93,7 @@ def batches_of(loaded, env, completions, parts):
     batches = []
     for rows in micro_batches(list(range(len(completions))), parts):
         inputs = encode_observations(loaded, observe_all(env, rows))
-        batches.append(append_completions(inputs, [completions[r] for r in rows], loaded.tokenizer.pad_token_id,
-                                          loaded.model.config))
+        batches.append(append_completions(inputs, [completions[r] for r in rows], loaded))
     return batches
 
 

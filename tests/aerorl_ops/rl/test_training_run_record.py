@@ -32,6 +32,19 @@ def test_a_finished_run_becomes_one_record():
     assert TrainingSettings(**json.loads(record.config)) == settings
     assert (record.started_at, record.finished_at) == (started, finished)
     assert json.loads(record.telemetry) == telemetry.as_record()
+    assert record.reference_unquantized is None  # no quantized reference loaded
+
+
+def test_a_run_records_the_layers_its_quantized_reference_kept_in_full_precision():
+    settings = TrainingSettings(quant_bits=8)
+    result = TrainingResult(Path("runs/r"), final_checkpoint=Path("runs/r/step-2"), reference_source="runs/r/warmup",
+                            reference_loaded=True,
+                            reference_unquantized=("model.multi_modal_projector.linear_1", "lm_head"))
+    started = datetime(2026, 3, 4, 2, tzinfo=UTC)
+    telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1,
+                          interval_s=0.1)
+    record = TrainingRunRecord.of("r", "/models/aya", settings, result, started, started, telemetry)
+    assert json.loads(record.reference_unquantized) == ["model.multi_modal_projector.linear_1", "lm_head"]
 
 
 def test_value_head_stats_become_columns_null_without_a_value_head(tmp_path):

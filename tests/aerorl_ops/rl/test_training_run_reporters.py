@@ -97,3 +97,18 @@ def test_reporters_are_told_in_the_order_given_and_closed(caplog):
                                                  accuracy=None, kl=None))())
     progress.close()
     assert caplog.records[0].getMessage().startswith("step 1/4 (warmup) loss 0.5000 reward None accuracy None kl None")
+
+
+def test_the_terminal_says_where_a_resumed_run_resumes(capsys, tmp_path):
+    from aerorl_ops.rl.checkpoint import CheckpointState, ResumePoint
+
+    checkpoint = tmp_path / "r" / "step-6"
+    point = ResumePoint(checkpoint, CheckpointState(step=6, reference_source="base", optimizer={}))
+    shown = ProgressReporter(logging.getLogger("progress-test"), "r", total_steps=8, bar=True)
+    shown.on_resume(point)
+    shown.on_resume(ResumePoint())  # a run from the start says nothing
+    shown.close()
+    hidden = ProgressReporter(logging.getLogger("progress-test"), "r", total_steps=8, bar=False)
+    hidden.on_resume(point)  # no terminal (a step in the UI): its log has the line (RecorderReporter)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("resuming")]
+    assert lines == [f"resuming run r from step-6 (checkpoint {checkpoint})"]

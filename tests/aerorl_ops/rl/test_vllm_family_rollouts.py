@@ -14,7 +14,7 @@ import importlib.util
 
 import pytest
 
-from aerorl_ops.models.tiny_families import FAMILIES
+from aerorl_ops.models.tiny_families import VLLM_CHECKED
 
 pytestmark = [
     pytest.mark.vllm,
@@ -27,7 +27,7 @@ ENGINE_ARGS = (("enforce_eager", True), ("kv_cache_memory_bytes", 256 * 2**20))
 """CPU test engine: no compilation and a fixed 256 MiB KV cache (not a fraction of the machine's memory)."""
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", VLLM_CHECKED)
 def test_a_vllm_rollout_samples_each_familys_prompts_and_images_with_the_policys_weights(tiny_family_dir, name,
                                                                                        monkeypatch):
     import torch

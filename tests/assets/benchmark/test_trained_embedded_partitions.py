@@ -86,14 +86,14 @@ def test_the_trained_model_scores_real_accuracy_on_easy_vqa(nights):
 
 def test_batch_size_4_answers_as_batch_size_1_does(nights):
     _, results = nights
-    invariance = checks_of(results[(NIGHT_1, 4)])["benchmark_report_is_batch_size_invariant"]
+    invariance = checks_of(results[(NIGHT_1, 4)])["batch_invariant"]
     assert invariance.passed
     assert (invariance.metadata["compared"].value, invariance.metadata["mismatches"].value) == (26, 0)
 
 
 def test_a_rerun_of_the_same_code_changes_no_row(nights):
     env, results = nights
-    rows = checks_of(results[(NIGHT_2, 1)])["benchmark_report_rows_have_not_regressed"]
+    rows = checks_of(results[(NIGHT_2, 1)])["no_row_drop"]
     assert rows.passed
     assert (rows.metadata["rows_lost"].value, rows.metadata["rows_gained"].value,
             rows.metadata["rows_changed_text"].value) == (0, 0, 0)
@@ -103,7 +103,7 @@ def test_a_rerun_of_the_same_code_changes_no_row(nights):
 
 def test_a_night_on_perturbed_weights_lists_the_rows_it_changed(nights):
     env, results = nights
-    rows = checks_of(results[(NIGHT_3, 1)])["benchmark_report_rows_have_not_regressed"]
+    rows = checks_of(results[(NIGHT_3, 1)])["no_row_drop"]
     lost, gained, changed = (rows.metadata[key].value for key in ("rows_lost", "rows_gained", "rows_changed_text"))
     with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
         listed = conn.execute("SELECT dataset, sample_id, change, previous_run_id, previous_response, response "

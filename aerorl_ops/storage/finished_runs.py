@@ -1,0 +1,32 @@
+"""Has a training run finished? Read from the report database before anything else of the run starts.
+
+A finished run is left as it is when its command is run again (``rl.recorded_run``); the command asks
+here first, so that it says so at once instead of loading a model and starting a job.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from aerorl_ops.storage.training_schema import TRAINING_RUNS
+
+
+def finished_at(database: Path, run_id: str, steps: int) -> datetime | None:
+    """When run ``run_id`` finished, trained for ``steps`` steps in all; None when it has not (or there is no
+    database or no such table yet).
+
+    >>> finished_at(Path("/no/such/aerorl.duckdb"), "r", 8) is None
+    True
+    """
+    if not Path(database).is_file():
+        return None
+    try:
+        with duckdb.connect(str(database), read_only=True) as conn:
+            row = conn.execute(f'SELECT finished_at FROM "{TRAINING_RUNS.name}" WHERE run_id = ? AND steps = ? '
+                               "AND finished_at IS NOT NULL", [run_id, steps]).fetchone()
+    except duckdb.CatalogException:  # no run was ever recorded in this database
+        return None
+    return None if row is None else row[0]
