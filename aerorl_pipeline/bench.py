@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,22 +60,36 @@ def benchmarked_rows_assets(defs: dg.Definitions) -> list[dg.AssetsDefinition]:
     return [defs.get_assets_def(key) for key in sorted(defs.get_assets_def("generations").dependency_keys)]
 
 
-def materialize_rows(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    """The benchmarked datasets' rows, in this process (their rejections go to the report database)."""
+def rows_selection(defs: dg.Definitions, refresh_rows: bool | Collection[str]) -> list[dg.AssetKey]:
+    """The benchmarked rows assets to materialize: every one (``True``), none (``False``), or those named."""
+    keys = [rows.key for rows in benchmarked_rows_assets(defs)]
+    if isinstance(refresh_rows, bool):
+        return keys if refresh_rows else []
+    return [key for key in keys if key.to_user_string() in refresh_rows]
+
+
+def materialize_rows(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance,
+                     keys: Sequence[dg.AssetKey] | None = None) -> dg.ExecuteInProcessResult:
+    """The benchmarked datasets' rows (or only the rows assets ``keys``), in this process (their rejections
+    go to the report database)."""
     job = console_job(defs.resolve_implicit_global_asset_job_def())
-    return job.execute_in_process(asset_selection=[rows.key for rows in benchmarked_rows_assets(defs)],
+    return job.execute_in_process(asset_selection=list(rows_selection(defs, True) if keys is None else keys),
                                   instance=instance, tags={BENCHMARK_RUN_TAG: plan.run_id}, run_config=CONSOLE_LOGS,
                                   raise_on_error=False)
 
 
-def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance, refresh_rows: bool = True,
-              show_progress: bool = True, ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
+def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance,
+              refresh_rows: bool | Collection[str] = True, show_progress: bool = True,
+              ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
     """The benchmarked datasets' rows, then each planned partition of the ``benchmark`` job of ``defs`` (built
     from the config file); ``ops_config`` is the partitions' run config per op (from the command-line flags).
-    Rows that fail stop it there: no partition runs on them. A stop asked for by a signal stops it after the
-    partition in hand (``StopRequested``)."""
+    ``refresh_rows``: every benchmarked dataset's rows (``True``), none (``False``: the cached ones are read),
+    or the rows assets named (``aerorl_pipeline.stale_rows.rows_to_refresh``). Rows that fail stop it there:
+    no partition runs on them. A stop asked for by a signal stops it after the partition in hand
+    (``StopRequested``)."""
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
-    results = [materialize_rows(plan, defs, instance)] if refresh_rows else []
+    rows = rows_selection(defs, refresh_rows)
+    results = [materialize_rows(plan, defs, instance, rows)] if rows else []
     if results and not results[0].success:
         return results
     job = console_job(defs.resolve_job_def("benchmark"))
@@ -126,19 +140,21 @@ def summary_table(database: str, run_id: str) -> str:
 
 
 def run_bench_distributed(plan: BenchPlan, config_path: Path, instance: dg.DagsterInstance,
-                          resources: BenchResources | None = None, refresh_rows: bool = True,
+                          resources: BenchResources | None = None, refresh_rows: bool | Collection[str] = True,
                           ops_config: dict | None = None, parallel: int | None = None,
                           log_dir: Path | None = None, quiet: bool = True) -> list[PartitionOutcome]:
-    """The rows here, then every planned partition as a run on the config's ``[executor]``, launched
-    concurrently. With Celery's folder broker (no ``celery_broker``), ``workers`` partition workers
-    and the report writer are started on this machine for the duration, logging to ``log_dir`` (default
-    ``<celery_dir>/workers``); ``quiet=False`` lets each step's Dagster events into those logs."""
+    """The rows here (``refresh_rows`` as ``run_bench`` takes it), then every planned partition as a run on
+    the config's ``[executor]``, launched concurrently. With Celery's folder broker (no ``celery_broker``),
+    ``workers`` partition workers and the report writer are started on this machine for the duration,
+    logging to ``log_dir`` (default ``<celery_dir>/workers``); ``quiet=False`` lets each step's Dagster
+    events into those logs."""
     config = benchmark_config(config_path)
     resources = resources or BenchResources()
     defs = build_definitions(config_path, resources_of(config_path, resources))
     outcomes = []
-    if refresh_rows:
-        rows = materialize_rows(plan, defs, instance)
+    selected = rows_selection(defs, refresh_rows)
+    if selected:
+        rows = materialize_rows(plan, defs, instance, selected)
         outcomes.append(PartitionOutcome("rows", rows.run_id, rows.success))
     run_config = {**(QUIET_LOGS if quiet else {}), "ops": ops_config or {}}
     tags = {BENCHMARK_RUN_TAG: plan.run_id}

@@ -50,18 +50,21 @@ def _bench(args: argparse.Namespace) -> int:
           f"(config {args.config}, DAGSTER_HOME={os.environ['DAGSTER_HOME']})")
     ops_config = {"generations": {"config": flag_values(args, args.generation_flags)},
                   "reward_scores": {"config": flag_values(args, args.reward_flags)}}
+    from aerorl_pipeline.stale_rows import rows_to_refresh
+
+    refresh = rows_to_refresh(args.settings, instance, args.skip_rows, args.stale_ok)  # names the stale ones
     if args.settings.executor.kind == "default":
-        results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=not args.skip_rows,
+        results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=refresh,
                             ops_config=ops_config)
         failure = failure_from_results(results)
-        rows_failed = not args.skip_rows and not results[0].success  # then no partition ran
+        rows_failed = bool(refresh) and not results[0].success  # then no partition ran
         if failure is not None and (rows_failed or failure.exit_code == INPUT_ERROR):
             raise CommandFailed(failure)  # bad rows or input (the same in every partition): one line
     else:  # each partition a run on the configured engine (docs/scaling-out.md)
         from aerorl_pipeline.bench import run_bench_distributed
 
         print(f"executor: {args.settings.executor.kind}")
-        results = run_bench_distributed(plan, args.config, instance, refresh_rows=not args.skip_rows,
+        results = run_bench_distributed(plan, args.config, instance, refresh_rows=refresh,
                                         ops_config=ops_config)
     failed = [r for r in results if not r.success]
     print(summary_table(str(DUCKDB_PATH), plan.run_id))
@@ -76,6 +79,10 @@ def _train(args: argparse.Namespace) -> int:
         apply_preset(args, args.train_parser, preset_overrides(args.preset))
     settings = flag_values(args, args.training_flags)
     checked = checked_flags(TrainingSettings, "train", "training", settings)
+    from aerorl_ops.storage.database_check import check_report_database
+    from assets.project import DUCKDB_PATH
+
+    check_report_database(DUCKDB_PATH)  # a damaged report database is named before any work
     if args.resume is not False and _says_it_finished(checked, args.run_name or ""):
         return 0  # its rows are left as they are
     from aerorl_ops.rl.run_inputs import check_training_inputs
@@ -191,7 +198,10 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     bench.add_argument("--model", action="append", help="only this model key (repeatable); rerun one model")
     bench.add_argument("--batch-size", action="append", type=int, help="only this batch size (repeatable)")
     bench.add_argument("--run-id", help="benchmark run id shared by the partitions (default: bench-<time>)")
-    bench.add_argument("--skip-rows", action="store_true", help="reuse the cached dataset rows")
+    bench.add_argument("--skip-rows", action="store_true", help="reuse the cached dataset rows (those whose "
+                       "source changed since they were cached are refreshed, with a warning)")
+    bench.add_argument("--stale-ok", action="store_true",
+                       help="with --skip-rows, keep cached rows even when their source has changed since")
     bench.set_defaults(handler=_bench, settings=settings,
                        generation_flags=add_setting_flags(bench.add_argument_group("generation"), defaults.generation),
                        reward_flags=add_setting_flags(bench.add_argument_group("rewards"), defaults.rewards))

@@ -42,12 +42,11 @@ def check_inputs(args: argparse.Namespace) -> EvalSettings:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    check_inputs(args)
-    import duckdb
-
     from aerorl_ops.storage.database_check import check_report_database
 
-    check_report_database(args.database)  # a damaged report database is named before any model loads
+    check_report_database(args.database)  # a damaged report database is named before any work
+    check_inputs(args)
+    import duckdb
     from dagster_duckdb import DuckDBResource
 
     from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side

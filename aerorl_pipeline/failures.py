@@ -1,9 +1,9 @@
 """A command's failure as one line and an exit code, whether it was raised here or inside a Dagster step.
 
-The cause is what the project or a library raised at the bottom of the chain (a Dagster step wraps
-it): a user's input (``ConfigError`` and kin: exit 2, the message as it is), a stop asked for by a
-signal (``aerorl_ops.stop.StopRequested``: 128 + the signal), or a fault (exit 1, its type and
-message; a full disk reads ``no space left on <path>``). The traceback is kept for ``--debug`` and
+The cause is what the project or a library raised, under the error a Dagster step wraps it in: a
+user's input (``ConfigError`` and kin: exit 2, the message as it is), a stop asked for by a signal
+(``aerorl_ops.stop.StopRequested``: 128 + the signal), or a fault (exit 1, its type and message; a
+full disk reads ``no space left on <path>``). The traceback is kept for ``--debug`` and
 in the run's Dagster log.
 
 >>> one_line("OSError", "[Errno 28] No space left on device: '/data/cache/rows.parquet'")
@@ -93,8 +93,8 @@ def _failure_from_info(info: dg.SerializableErrorInfo) -> CommandFailure:
             return CommandFailure(_message(link), INPUT_ERROR, detail)
         if link.cls_name == StopRequested.__name__:
             return CommandFailure(_message(link), 128 + (stop_requested() or 2), detail)
-    root = chain[-1]
-    return CommandFailure(one_line(root.cls_name or "Error", root.message), FAULT, detail)
+    cause = next((link for link in chain if not (link.cls_name or "").startswith("Dagster")), chain[-1])
+    return CommandFailure(one_line(cause.cls_name or "Error", cause.message), FAULT, detail)
 
 
 def _message(info: dg.SerializableErrorInfo) -> str:
@@ -118,8 +118,10 @@ def _input_error_names() -> set[str]:
 
 
 def _root(error: BaseException) -> BaseException:
+    """What the project or a library raised: the first error of the chain that is not Dagster's wrapper
+    (an error raised ``from`` another names more than its cause)."""
     seen: set[int] = set()
-    while id(error) not in seen:
+    while id(error) not in seen and type(error).__module__.startswith("dagster"):
         seen.add(id(error))
         cause = error.__cause__ or error.__context__
         if cause is None:

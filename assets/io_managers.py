@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import glob
 import hashlib
 import os
 import re
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
@@ -46,8 +49,10 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
     Partition keys become file names with every character outside ``[A-Za-z0-9_.=-]``
     replaced, so no key can address a path outside ``base_dir``; a key that had to change
     gets a hash of the original, so two keys never share a file. Writes are atomic, so a
-    crashed step never leaves a half-written cache: on a local folder a temporary file is
-    renamed over the target (a failed write removes its temporary file); on an object store,
+    crashed step never leaves a half-written cache: on a local folder a temporary file
+    ``<name>.<pid>.tmp`` is renamed over the target (a failed write removes its temporary file;
+    one left by a killed process is removed, with a warning, when the same file is next written,
+    once no process has that pid on this machine); on an object store,
     which has no rename, the whole Parquet file is serialized in memory first and uploaded as
     one object, which the store makes visible only once complete.
     """
@@ -77,6 +82,8 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
                             "expected a pyarrow.Table")
         path = self._path(context.asset_key, context.partition_key if context.has_partition_key else None)
         if isinstance(path, Path):
+            for leftover, pid in remove_dead_leftovers(path):
+                context.log.warning(f"removed {leftover}: a temporary file left by process {pid}, which is gone")
             _write_local(obj, path)
         else:
             _write_object(obj, path)
@@ -94,13 +101,36 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
             return pq.read_table(handle)
 
 
+def _temporary(path: Path, pid: int) -> Path:
+    """Where process ``pid`` writes ``path`` before renaming it: ``<name>.<pid>.tmp`` beside it."""
+    return path.with_suffix(f".{pid}.tmp")
+
+
+def remove_dead_leftovers(path: Path) -> list[tuple[Path, int]]:
+    """Remove the temporary files of ``path`` whose writer is gone (no process ``pid`` on this machine);
+    each one removed with its pid. A live process's (another writer's) are left alone."""
+    pattern = re.compile(re.escape(path.stem) + r"\.(\d+)\.tmp")
+    removed = []
+    for candidate in path.parent.glob(f"{glob.escape(path.stem)}.*.tmp"):
+        match = pattern.fullmatch(candidate.name)
+        if match is None or psutil.pid_exists(pid := int(match.group(1))):
+            continue
+        candidate.unlink(missing_ok=True)
+        removed.append((candidate, pid))
+    return removed
+
+
 def _write_local(table: pa.Table, path: Path) -> None:
     """Temporary file next to ``path``, then an atomic rename over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary = _temporary(path, os.getpid())
     try:
         pq.write_table(table, temporary)
         os.replace(temporary, path)
+    except OSError as error:  # pyarrow's message names no file: a full disk is named by the file it stopped
+        if error.errno == errno.ENOSPC:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path)) from error
+        raise
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -19,6 +19,7 @@ import pytest
 
 import aerorl_pipeline.definitions as definitions
 import assets.project as project
+import assets.resources as resources
 from aerorl_pipeline import cli
 from aerorl_pipeline.cli import build_parser
 from assets.project import BENCHMARK_CONFIG_PATH, load_config
@@ -76,12 +77,17 @@ def test_every_readme_command_has_its_help(command):
 
 @pytest.mark.slow
 def test_the_quick_path_runs_verbatim(dagster_env, monkeypatch, capsys, tmp_path, models_dir):
-    """The README's quick commands, in its order: train, eval of the run's latest checkpoint, the queries."""
+    """The README's quick commands: train, eval of the run's latest checkpoint, then (after one benchmark
+    partition) the queries."""
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setattr(definitions, "default_resources", lambda storage=None: dagster_env.resources)
+    for module in (definitions, resources):  # the jobs' resources (eval builds its own from assets.resources)
+        monkeypatch.setattr(module, "default_resources", lambda storage=None: dict(dagster_env.resources))
     monkeypatch.setattr(project, "MODELS_DIR", models_dir)  # checkpoint references resolve beside it
     monkeypatch.setattr(project, "DUCKDB_PATH", dagster_env.duckdb_path)
     quick = [c for c in COMMANDS if any(q in " ".join(["aerorl", *c]) for q in QUICK)]
+    quick.sort(key=lambda argv: argv[0] == "sql")  # the queries read what the runs wrote
+    # the tour's first step, `aerorl bench`, on one partition of the embedded default: what the queries read
+    assert cli.main(["bench", "--model", "tiny-qwen2-vl", "--batch-size", "8", "--max-new-tokens", "2"]) == 0
     for argv in quick:
         assert cli.main(argv) == 0, argv
         out = capsys.readouterr().out
@@ -91,6 +97,6 @@ def test_the_quick_path_runs_verbatim(dagster_env, monkeypatch, capsys, tmp_path
             assert "my-run@latest vs baseline tiny-qwen2-vl on 100 questions of easy_vqa" in out
     with duckdb.connect(str(dagster_env.duckdb_path), read_only=True) as conn:
         steps = conn.execute("SELECT count(*) FROM training_steps WHERE run_id = 'my-run'").fetchone()[0]
-        evals = conn.execute("SELECT DISTINCT model FROM eval_runs").fetchall()
+        evals = conn.execute("SELECT role, model FROM eval_runs ORDER BY role").fetchall()
     assert steps == 20  # 10 warm-up + 10 RL steps
-    assert evals == [("my-run@latest",)]
+    assert evals == [("baseline", "tiny-qwen2-vl"), ("model", "my-run@latest")]

@@ -48,6 +48,8 @@ QUANT_REF_BITS = (4, 8, 16)
 REFERENCE_MODES = ("quantized", "lora_base")
 """The KL reference: a quantized copy (``quant_bits``), or the LoRA policy with its adapters disabled."""
 LR_SCHEDULES = ("constant", "cosine")
+SHARDING_MODES = ("none", "fsdp2")
+"""How torchrun ranks hold the policy, its gradients and optimizer state (``rl.sharding``)."""
 
 
 _text_or_empty = text_or_empty("empty to turn it off")
@@ -101,6 +103,17 @@ def rollout_ranks_problem(rollout_backend: str, ranks: int) -> str | None:
     return (f'rollout_backend = "vllm" needs nproc_per_node = 1, got {ranks} training processes '
             '(one vLLM engine per rank is not supported yet): set nproc_per_node = 1, or '
             'rollout_backend = "hf" to train on several ranks')
+
+
+def sharding_problem(sharding: str, cpu_offload: bool, micro_batch_tokens: int, ranks: int) -> str | None:
+    """What ``sharding = "fsdp2"`` (``rl.sharding``) cannot do yet, or ``cpu_offload`` without it (None: nothing)."""
+    if cpu_offload and sharding != "fsdp2":
+        return f'cpu_offload = true needs sharding = "fsdp2" (it offloads the shards), got sharding = {sharding!r}'
+    if sharding == "fsdp2" and ranks > 1 and micro_batch_tokens:
+        return (f'sharding = "fsdp2" cannot cut micro-batches by tokens yet (micro_batch_tokens = {micro_batch_tokens}: '
+                "the ranks would run different numbers of forward passes, each of which every rank must join): "
+                'set micro_batch_tokens = 0, or sharding = "none"')
+    return None
 
 
 @dataclass(frozen=True)
@@ -273,6 +286,19 @@ class TrainingSettings:
     dist_timeout_s: int = setting(1800, help="nproc_per_node > 1: seconds a rank waits at a collective before the "
                                   "run fails; it must exceed rank 0's longest evaluation (the others wait meanwhile)",
                                   check=positive_int)
+    sharding: str = setting("none", help="nproc_per_node > 1: none (every rank holds the whole policy, its gradients "
+                            "and AdamW state) or fsdp2 (each rank holds 1/N of them: torch's fully_shard on every "
+                            "decoder layer and vision block, then the root; on a GPU bf16 compute with fp32 gradient "
+                            "reduction, on CPU fp32; checkpoints are a gathered Hugging Face folder plus "
+                            "torch.distributed.checkpoint optimizer shards, resumable on any number of ranks). The "
+                            "same global batch trains the same policy either way; one process holds everything",
+                            check=one_of(*SHARDING_MODES))
+    cpu_offload: bool = setting(False, help="sharding = fsdp2 on GPUs: keep the parameter shards, gradients and AdamW "
+                                "state in host memory (FSDP2's CPUOffloadPolicy: less GPU memory, slower updates); "
+                                "on CPU ranks they are there already", check=boolean)
+    gradient_checkpointing: bool = setting(False, help="recompute each decoder layer's and vision block's activations "
+                                           "in the backward instead of keeping them (less activation memory, about "
+                                           "a third more compute, the same gradient)", check=boolean)
 
     def check_rules(self, where: str) -> TrainingSettings:
         """These settings, unless a rule across settings is broken: then a ``ConfigError`` naming
@@ -280,7 +306,8 @@ class TrainingSettings:
         problems = (group_size_problem(self.algorithm, self.group_size),
                     overlong_problem(self.overlong_buffer, self.max_new_tokens),
                     reference_problem(self.reference, self.lora_rank),
-                    rollout_ranks_problem(self.rollout_backend, self.nproc_per_node))
+                    rollout_ranks_problem(self.rollout_backend, self.nproc_per_node),
+                    sharding_problem(self.sharding, self.cpu_offload, self.micro_batch_tokens, self.nproc_per_node))
         problem = next((p for p in problems if p), None)
         if problem is not None:
             raise ConfigError(f"{where}: {problem}")
@@ -302,10 +329,11 @@ class TrainingSettings:
         return warmup * self.warmup_batch_size + (steps - warmup) * self.prompts_per_step * self.group_size
 
 
-LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s", "rollout_log_rate")
+LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s", "rollout_log_rate", "sharding", "cpu_offload",
+                   "gradient_checkpointing")
 """How a run is launched and recorded, not what it trains (the same global batch trains the same policy on
-any number of ranks, whatever share of its replies is stored): left out of the run id, so a run resumes
-whatever its launch."""
+any number of ranks, sharded or not, with activations kept or recomputed, whatever share of its replies is
+stored): left out of the run id, so a run resumes whatever its launch."""
 
 
 TRAINING_DEFAULTS = TrainingSettings()

@@ -11,7 +11,8 @@ the registry's kinds by ``aerorl_ops.config.dataset_kinds.check_datasets`` when 
 per question (an item with another number of images is rejected with the reason), ``prompt`` being
 the text the environment shows with the image, so generation asks each dataset its own way. A
 dataset with no usable row raises the environment's ``NoUsableRowsError`` (a ``ConfigError``
-holding the rejections).
+holding the rejections). ``dataset_fingerprint`` says what those rows are built from, so cached ones
+can be told stale (``aerorl_ops.rows.source_fingerprint``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from aerorl_ops.envs.reward_stack_grader import prompt_text
 from aerorl_ops.envs.types import TaskItem
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.source_fingerprint import SourceFingerprint
 
 LIST_PATH_KINDS = ("docvqa", "chartqa")
 TABLE_FILE_SUFFIXES = (".parquet", ".arrow")
+PACKAGED_KINDS = {"easy_vqa": "easy-vqa", "easy_vqa_two_tries": "easy-vqa"}
+"""Kinds that read a PyPI package's data when their dataset names no path: its version tells the data apart."""
 
 
 def _path_value(kind: str, paths: Sequence[str]) -> object:
@@ -60,6 +64,21 @@ def env_kwargs(dataset: DatasetSettings, files: Sequence[str] = ()) -> dict[str,
         kwargs["image_roots"] = dataset.image_roots
     kwargs.update(dataset.settings)
     return kwargs
+
+
+def dataset_fingerprint(dataset: DatasetSettings, files: Sequence[str] = ()) -> SourceFingerprint:
+    """What ``dataset_rows(dataset, files)`` builds its rows from: the files the environment reads (a folder:
+    every file under it), else the package of its kind (``PACKAGED_KINDS``), else (generated rows) its
+    settings alone; in each case with every ``make_env`` setting but the path. The image files that a
+    JSONL or Parquet dataset's lines point at are not part of it."""
+    settings = env_kwargs(dataset, files)
+    source = settings.pop(PATH_SETTING.get(dataset.kind, "path"), None)
+    if source is not None:
+        location = ", ".join(files) if files else str(dataset.path)
+        return SourceFingerprint.of_paths(location, [source] if isinstance(source, str) else source, settings)
+    if dataset.kind in PACKAGED_KINDS:
+        return SourceFingerprint.of_package(PACKAGED_KINDS[dataset.kind], settings)
+    return SourceFingerprint.generated(f"synthetic {dataset.kind} rows", settings)
 
 
 def item_row(item: TaskItem, dataset: str) -> Row | RejectedRow:

@@ -49,7 +49,7 @@ def encode_observations(loaded: LoadedVLM, observations: Sequence[Observation]):
     inputs = loaded.processor(text=observation_prompts(loaded, observations),
                               images=images if any(images) else None,
                               return_tensors="pt", padding=True)
-    return inputs.to(loaded.device)
+    return loaded.on_device(inputs)
 
 
 def decoding_kwargs(setting: SamplingSetting) -> dict[str, object]:

@@ -74,10 +74,11 @@ def prompt_texts(loaded: LoadedVLM, rows: Sequence[Row]) -> list[str]:
 
 
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[Row]):
-    """Chat-templated prompts with their images (one list per prompt), left-padded, on the model's device."""
+    """Chat-templated prompts with their images (one list per prompt), left-padded, on the model's device
+    (``LoadedVLM.on_device``)."""
     inputs = loaded.processor(text=prompt_texts(loaded, rows), images=[[decode_image(r)] for r in rows],
                               return_tensors="pt", padding=True)
-    return inputs.to(loaded.device)
+    return loaded.on_device(inputs)
 
 
 def eos_token_ids(loaded: LoadedVLM) -> list[int]:

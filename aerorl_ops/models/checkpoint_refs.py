@@ -22,9 +22,12 @@ STEP_PREFIX = "step-"
 MODEL_CONFIG = "config.json"
 TRAINER_STATE = "trainer_state.pt"
 VALUE_HEAD = "value_head.pt"
+OPTIMIZER_SHARDS = "optimizer_shards"
+"""A sharded run's optimizer state: a ``torch.distributed.checkpoint`` folder (``rl.sharded_checkpoint``)."""
 COMPLETE_FILES = (MODEL_CONFIG, TRAINER_STATE)
-TRAINER_FILES = (TRAINER_STATE, VALUE_HEAD)
-"""What a checkpoint holds beside the policy (the optimizer and step; PPO's value head)."""
+TRAINER_FILES = (TRAINER_STATE, VALUE_HEAD, OPTIMIZER_SHARDS)
+"""What a checkpoint holds beside the policy (the optimizer and step; PPO's value head; a sharded run's
+optimizer state, a folder)."""
 LATEST = "latest"
 _REFERENCE = re.compile(r"^(?P<run>[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99})@(?P<step>latest|\d+)$")
 
@@ -120,7 +123,8 @@ def content_hash(folder: Path) -> str:
     """SHA-256 over the checkpoint's policy files (weights, configs, tokenizer; names and bytes, in name
     order), not the trainer's state: two folders of the same model hash alike."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name not in TRAINER_FILES):
+    for path in sorted(p for p in Path(folder).rglob("*")
+                       if p.is_file() and p.relative_to(folder).parts[0] not in TRAINER_FILES):
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):

@@ -99,3 +99,23 @@ LLAVA_NEXT_CHAT_TEMPLATE = (
     + " [/INST]{% else %} " + _content("") + "</s>{% endif %}{% endfor %}"
 )
 """LLaVA-NeXT (Mistral language model): ``[INST] ... [/INST]``; a reply ends with the EOS ``</s>``."""
+
+MISTRAL3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}[INST]"
+    + _content("[IMG]")
+    + "[/INST]{% elif message['role'] == 'system' %}[SYSTEM_PROMPT]" + _content("") + "[/SYSTEM_PROMPT]"
+    "{% else %}" + _content("") + "{{ eos_token }}{% endif %}{% endfor %}"
+)
+"""Mistral 3 (Mistral Small 3.1, Pixtral's image tokens): ``[INST] ... [/INST]``, an image as ``[IMG]``; a
+reply ends with the EOS ``</s>`` (the released template's default system prompt is left out)."""
+
+LLAMA4_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|header_start|>{{ message['role'] }}<|header_end|>\n\n"
+    + _content("<|image|>")
+    + "<|eot|>{% endfor %}{% if add_generation_prompt %}<|header_start|>assistant<|header_end|>\n\n{% endif %}"
+)
+"""Llama 4: header-delimited turns ended by ``<|eot|>``, an image as ``<|image|>``."""
+
+PERCEPTION_LM_CHAT_TEMPLATE = LLAMA3_VISION_CHAT_TEMPLATE
+"""PerceptionLM (Llama 3 language model): Llama 3's header-delimited turns ended by ``<|eot_id|>``, an image
+as ``<|image|>``."""

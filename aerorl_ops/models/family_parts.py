@@ -60,6 +60,10 @@ FAMILY_PARTS: dict[str, FamilyParts] = {
     "llava_next": _TOWER_NEWLINE,
     "llava_onevision": _TOWER_NEWLINE,
     "mllama": FamilyParts(("vision_model",), ("multi_modal_projector",)),
+    "mistral3": _TOWER,  # its projector holds the 2 x 2 patch merger
+    "llama4": FamilyParts(("vision_model",), ("vision_model.vision_adapter", "multi_modal_projector")),  # the
+    # adapter: the tower's pixel-shuffle MLP, which merges patches as Qwen's merger does
+    "perception_lm": _TOWER,
 }
 
 GUESSED_ENCODERS = ("visual", "vision_tower", "vision_model", "vision_encoder")

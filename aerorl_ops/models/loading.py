@@ -21,6 +21,7 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForImageTextToText,
+    BatchFeature,
     GenerationConfig,
     PreTrainedModel,
     ProcessorMixin,
@@ -104,6 +105,11 @@ class LoadedVLM:
     @property
     def tokenizer(self):
         return self.processor.tokenizer
+
+    def on_device(self, inputs: BatchFeature) -> BatchFeature:
+        """``inputs`` (the processor's output) on the model's device, their floating tensors in its dtype:
+        Llama 4's processor returns bfloat16 pixel values, which a float32 tower cannot take."""
+        return inputs.to(self.device, dtype=self.dtype)
 
     @property
     def generation_config(self) -> GenerationConfig:

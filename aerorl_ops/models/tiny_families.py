@@ -5,9 +5,10 @@ safetensors, tokenizer files, processor config, chat template, generation config
 through exactly the path a real checkpoint of that family takes. The tokenizer is the embedded
 default's approach (byte-level BPE trained on a fixed corpus) with the family's special tokens,
 its processor is the family's class (image-only where the stock one declares a video processor)
-and its chat template the family's (``family_chat_templates``). Models are tiny (hidden 64, one
-layer, one-layer vision towers, small images) and seeded, so a build takes seconds and is the same
-every time. ``FAMILIES`` is the table: family -> tokens, processor and config keywords, where a
+and its chat template the family's (``family_chat_templates``; none for PaliGemma, as its stock
+checkpoints). Models are tiny (hidden 64, one layer, Llama 3.2 Vision's two with the second a
+cross-attention layer; one-layer vision towers, small images) and seeded, so a build takes seconds and
+is the same every time. ``FAMILIES`` is the table: family -> tokens, processor and config keywords, where a
 ``Token`` stands for that token's id in the built tokenizer.
 """
 
@@ -19,6 +20,8 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoConfig, AutoModelForImageTextToText, PreTrainedModel, PreTrainedTokenizerFast
+from transformers import __version__ as transformers_version
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
 
 from aerorl_ops.models import family_chat_templates as templates
@@ -59,6 +62,9 @@ class TinyFamily:
     """Non-special tokens of the family's vocabulary that tools look up by their text (Gemma's newline runs)."""
     checkpoint_renames: tuple[tuple[str, str], ...] = ()
     """(prefix transformers saves, the hub checkpoints' prefix) for weights saved under other names."""
+    video_processor: tuple[str, dict] | None = None
+    """The stock video processor's class name and keywords, for a family whose processor is built with it
+    (needs torchvision): PerceptionLM's passes its sub-processors on by position, so it has no image-only class."""
 
 
 def _text(**overrides) -> dict:
@@ -253,10 +259,59 @@ VLLM_CHECKED = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "smolvlm", "smolvlm2", "ge
 """The families the vLLM tests run (``make test-vllm``); the others are not checked against vLLM yet."""
 
 
+_LLAMA4_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<|finetune_right_pad|>", "<|header_start|>",
+                  "<|header_end|>", "<|eot|>", "<|image_start|>", "<|image_end|>", "<|image|>", "<|patch|>",
+                  "<|tile_x_separator|>", "<|tile_y_separator|>")
+
+TORCHVISION_FAMILIES: dict[str, TinyFamily] = {
+    "mistral3": TinyFamily(  # Mistral Small 3.1: Pixtral's tower and image tokens, a 2 x 2 patch merger
+        "mistral3", templates.MISTRAL3_CHAT_TEMPLATE,
+        {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"},
+        ("<unk>", "<s>", "</s>", "<pad>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]",
+         "[IMG_BREAK]", "[IMG_END]"),
+        ("PixtralImageProcessor", dict(size={"longest_edge": 64}, patch_size=8)),
+        dict(text_config=dict(_text(head_dim=32), model_type="mistral"),
+             vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                num_attention_heads=2, head_dim=16, image_size=64, patch_size=8),
+             spatial_merge_size=2, image_token_index=Token("[IMG]"), vision_feature_layer=-1),
+        dict(patch_size=8, spatial_merge_size=2)),
+    "llama4": TinyFamily(  # Llama 4: a pixel-shuffle adapter in the tower, a mixture-of-experts decoder
+        "llama4", templates.LLAMA4_CHAT_TEMPLATE,
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot|>", "pad_token": "<|finetune_right_pad|>"},
+        _LLAMA4_TOKENS,
+        ("Llama4ImageProcessor", dict(size={"height": 32, "width": 32}, max_patches=2)),
+        dict(text_config=_text(head_dim=32, intermediate_size_mlp=2 * HIDDEN, num_local_experts=2,
+                               num_experts_per_tok=1, attention_chunk_size=4096),
+             vision_config=dict(hidden_size=32, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=32, patch_size=8, vision_output_dim=HIDDEN, projector_input_dim=HIDDEN,
+                                projector_output_dim=HIDDEN),  # intermediate: 4 x hidden, what pixel shuffle makes
+             boi_token_index=Token("<|image_start|>"), eoi_token_index=Token("<|image_end|>"),
+             image_token_index=Token("<|patch|>")),
+        dict(patch_size=8, pixel_shuffle_ratio=0.5)),
+    "perception-lm": TinyFamily(  # PerceptionLM: a timm Perception Encoder tower, pooled 2 x 2 after projection
+        "perception_lm", templates.PERCEPTION_LM_CHAT_TEMPLATE,
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|end_of_text|>",
+         "image_token": "<|image|>", "video_token": "<|video|>"},
+        ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+         "<|image|>", "<|video|>"),
+        ("PerceptionLMImageProcessor", dict(tile_size=32, max_num_tiles=1, size={"height": 32, "width": 32})),
+        dict(text_config=dict(_text(head_dim=32), model_type="llama"),
+             vision_config=dict(architecture="vit_pe_core_tiny_patch16_384", num_classes=0, model_args=dict(
+                 embed_dim=32, depth=1, num_heads=2, img_size=[32, 32], patch_size=8, global_pool="",
+                 use_post_transformer_norm=False, ref_feat_shape=[4, 4])),
+             projector_pooling_ratio=2, image_token_id=Token("<|image|>"), video_token_id=Token("<|video|>")),
+        dict(patch_size=8, pooling_ratio=2),
+        video_processor=("PerceptionLMVideoProcessor", dict(size={"height": 32, "width": 32}))),
+}
+"""Families whose stock image processor (transformers' torchvision backend) needs torchvision, and
+PerceptionLM's tower timm: built and tested only where both import (the vLLM venv, ``make test-vllm``)."""
+
+
 def family(name: str) -> TinyFamily:
-    if name not in FAMILIES:
-        raise ValueError(f"no tiny checkpoint for family {name!r}; known families: {', '.join(FAMILIES)}")
-    return FAMILIES[name]
+    known = {**FAMILIES, **TORCHVISION_FAMILIES}
+    if name not in known:
+        raise ValueError(f"no tiny checkpoint for family {name!r}; known families: {', '.join(known)}")
+    return known[name]
 
 
 def train_family_tokenizer(spec: TinyFamily) -> PreTrainedTokenizerFast:
@@ -328,17 +383,26 @@ def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
 
     class_name, image_kwargs = spec.image_processor
     image_processor = getattr(transformers, class_name)(**image_kwargs)
-    processor_class = image_only(processor_class_from_name(PROCESSOR_MAPPING_NAMES[spec.model_type]))
-    processor = processor_class(image_processor=image_processor, tokenizer=tokenizer,
-                                chat_template=spec.chat_template, **spec.processor)
+    stock = processor_class_from_name(PROCESSOR_MAPPING_NAMES[spec.model_type])
+    if spec.video_processor is not None:
+        video_name, video_kwargs = spec.video_processor
+        return stock(image_processor=image_processor, video_processor=getattr(transformers, video_name)(**video_kwargs),
+                     tokenizer=tokenizer, chat_template=spec.chat_template, **spec.processor)
+    processor = image_only(stock)(image_processor=image_processor, tokenizer=tokenizer,
+                                  chat_template=spec.chat_template, **spec.processor)
     if isinstance(processor, ImageOnlyProcessor):
         processor.video_processor_type = spec.video_processor_type
     return processor
 
 
 def build_tiny_family(name: str, output_dir: Path, seed: int = 0) -> Path:
-    """Write family ``name``'s tiny checkpoint into ``output_dir`` (created) and return it."""
+    """Write family ``name``'s tiny checkpoint into ``output_dir`` (created) and return it. ``ImportError``
+    naming what is missing where the installed transformers has no such model, or where the family's
+    processor or tower needs a package that is not installed (torchvision, timm, num2words)."""
     spec = family(name)
+    if spec.model_type not in CONFIG_MAPPING_NAMES:
+        raise ImportError(f"the installed transformers ({transformers_version}) has no {spec.model_type!r} model, "
+                          f"which family {name!r} is")
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = train_family_tokenizer(spec)

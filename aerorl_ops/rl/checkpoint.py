@@ -5,7 +5,10 @@
 ``<dir>/trainer_state.pt`` holds the optimizer state, the step and the reference's source. A LoRA
 policy is saved merged, with its adapter in ``<dir>/adapter`` (``rl.lora.save_policy``), so it
 loads the same way; loading the folder for training continues the adapter. ``<dir>/value_head.pt``
-holds the value head's weights when the algorithm has one (PPO).
+holds the value head's weights when the algorithm has one (PPO). A sharded run (``sharding = "fsdp2"``,
+``rl.sharded_checkpoint``) writes the same folder, the policy gathered, with its optimizer state in
+``<dir>/optimizer_shards/`` (``torch.distributed.checkpoint``) instead of ``trainer_state.pt``, which
+then names that folder; either kind resumes with or without sharding, on any number of ranks.
 
 A checkpoint is written into a temporary sibling folder (``.<name>.<random>``), then renamed into
 place: a process killed while writing leaves no folder under the checkpoint's name. An older folder
@@ -23,8 +26,9 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from torch.distributed.checkpoint import FileSystemReader
 
-from aerorl_ops.models.checkpoint_refs import MODEL_CONFIG, TRAINER_STATE, VALUE_HEAD, step_folders
+from aerorl_ops.models.checkpoint_refs import MODEL_CONFIG, OPTIMIZER_SHARDS, TRAINER_STATE, VALUE_HEAD, step_folders
 from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.lora import save_policy
@@ -36,6 +40,7 @@ class CheckpointState:
     reference_source: str
     optimizer: dict
     value_head: dict | None = None  # the value head's state_dict, when the checkpoint has one
+    optimizer_shards: Path | None = None  # a sharded run's optimizer state (then ``optimizer`` is empty)
 
 
 @dataclass(frozen=True)
@@ -73,14 +78,14 @@ def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.O
                     "optimizer": optimizer.state_dict() if optimizer is not None else {}}, staging / TRAINER_STATE)
         if value_head is not None:
             torch.save(value_head.state_dict(), staging / VALUE_HEAD)
-        _replace_dir(staging, directory)
+        replace_dir(staging, directory)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return directory
 
 
-def _replace_dir(new: Path, directory: Path) -> None:
+def replace_dir(new: Path, directory: Path) -> None:
     """Rename ``new`` to ``directory``; an existing ``directory`` is renamed aside first, then removed."""
     if not directory.exists():
         new.rename(directory)
@@ -98,14 +103,17 @@ def load_checkpoint_state(directory: Path) -> CheckpointState:
         raise FileNotFoundError(f"{directory} is not a training checkpoint: {TRAINER_STATE} is missing")
     state = torch.load(path, weights_only=True)
     head = Path(directory) / VALUE_HEAD
+    shards = state.get(OPTIMIZER_SHARDS)
     return CheckpointState(step=int(state["step"]), reference_source=str(state["reference_source"]),
                            optimizer=state["optimizer"],
-                           value_head=torch.load(head, weights_only=True) if head.exists() else None)
+                           value_head=torch.load(head, weights_only=True) if head.exists() else None,
+                           optimizer_shards=Path(directory) / shards if shards else None)
 
 
 def checked_checkpoint_state(directory: Path) -> CheckpointState:
     """The trainer state of ``directory`` after checking that its files load: the model config, the
-    header of every safetensors file, the trainer state and the value head. Raises ``ValueError``
+    header of every safetensors file, the trainer state, the value head and a sharded run's optimizer
+    shards (their metadata). Raises ``ValueError``
     naming the folder and the file that does not."""
     directory = Path(directory)
     weights = sorted(directory.glob("*.safetensors"))
@@ -119,10 +127,17 @@ def checked_checkpoint_state(directory: Path) -> CheckpointState:
             raise ValueError(f"checkpoint {directory}: {weight.name} does not load ({type(error).__name__}: "
                              f"{error})") from error
     try:
-        return load_checkpoint_state(directory)
+        state = load_checkpoint_state(directory)
     except Exception as error:
         names = f"{TRAINER_STATE} or {VALUE_HEAD}" if (directory / VALUE_HEAD).exists() else TRAINER_STATE
         raise ValueError(f"checkpoint {directory}: {names} does not load ({type(error).__name__}: {error})") from error
+    if state.optimizer_shards is not None:
+        try:
+            FileSystemReader(str(state.optimizer_shards)).read_metadata()
+        except Exception as error:
+            raise ValueError(f"checkpoint {directory}: {OPTIMIZER_SHARDS} does not load ({type(error).__name__}: "
+                             f"{error})") from error
+    return state
 
 
 def newest_complete_checkpoint(run_dir: Path) -> ResumePoint:

@@ -13,8 +13,9 @@ exactly the reduction torch's DDP performs (DDP averages; the shares here alread
 global count, so the sum is the one-rank gradient), done by hand because it is simpler with
 gradient accumulation, a peft LoRA policy and the separate value head, whose parameters all go
 through the same optimizer. Parameters start equal on every rank: the trainer broadcasts rank 0's
-whenever its optimizer is (re)built, as DDP does at construction. FSDP2 (sharded parameters) is
-not used: a model that fits one device is assumed.
+whenever its optimizer is (re)built, as DDP does at construction. With ``sharding = "fsdp2"`` the
+micro-batches are owned the same way, but the policy, gradients and optimizer state are sharded over
+the ranks instead (``rl.sharding``).
 
 An RL step asks for its rank's share of the rollout once (:meth:`DataParallel.share_rollout`, a
 :class:`RolloutShare`): the micro-batches to sample, ``gather_rollout`` for the global tensors in
@@ -111,6 +112,14 @@ class DataParallel:
             return
         for p in params:
             dist.broadcast(p.data, src=0)
+
+    def from_main(self, value: T) -> T:
+        """Rank 0's ``value`` (any picklable object) on every rank."""
+        if self.world_size == 1:
+            return value
+        shared = [value]
+        dist.broadcast_object_list(shared, src=0, device=self.device if self.device.type == "cuda" else None)
+        return shared[0]
 
     def barrier(self) -> None:
         """Wait until every rank gets here (at most the process group's timeout)."""

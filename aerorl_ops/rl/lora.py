@@ -6,7 +6,8 @@ init) and ``B [out, r]`` (zeros at init, so a fresh adapter leaves the model unc
 ``16 / r``), ``target_modules = "all-linear"``, no bias, no dropout.
 
 Never adapted: the vision encoder and the projector (``aerorl_ops.models.family_parts``; verl's VLM
-recipe excludes the tower too) and the LM head (the fused log-prob path reads its weight directly).
+recipe excludes the tower too), the LM head (the fused log-prob path reads its weight directly) and a
+``Linear`` subclass with a forward of its own (Llama 4's MoE router), which a LoRA layer cannot wrap.
 They are excluded through peft's ``exclude_modules`` regex, so a target list that names their layers
 cannot reach them; as every base weight under LoRA, they do not train.
 
@@ -31,7 +32,9 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import Linear as LoraLinear
 from peft.tuners.lora import LoraLayer
+from peft.utils.other import transpose
 
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.family_parts import vision_module_names
@@ -41,10 +44,14 @@ ADAPTER = "default"  # peft's name of the one adapter
 
 
 def lora_config(model: torch.nn.Module, settings: TrainingSettings) -> LoraConfig:
-    """The settings' ``LoraConfig``, the vision encoder, the projector and the LM head excluded."""
+    """The settings' ``LoraConfig``, the vision encoder, the projector and the LM head excluded, and every
+    ``Linear`` subclass with a forward of its own, which peft's LoRA layer cannot wrap (Llama 4's MoE router
+    returns its scores and logits)."""
     excluded = [re.escape(name) + r"(\..*)?" for name in vision_module_names(model)]
     head = model.get_output_embeddings()
-    excluded += [re.escape(name) for name, module in model.named_modules() if module is head]
+    excluded += [re.escape(name) for name, module in model.named_modules()
+                 if module is head or (isinstance(module, torch.nn.Linear)
+                                       and type(module).forward is not torch.nn.Linear.forward)]
     targets = settings.lora_target_modules.strip()
     return LoraConfig(r=settings.lora_rank, lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
                       target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
@@ -80,14 +87,17 @@ def load_lora(model: torch.nn.Module, folder: str | Path | None, settings: Train
     return peft_model
 
 
-def merged_state_dict(model: PeftModel) -> dict[str, torch.Tensor]:
+def merged_state_dict(model: PeftModel, gathered: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """The plain model's state dict (its own key names), each adapted weight as ``W + (alpha/r)·B·A``
-    (the same in-place add as peft's merge, so a merged policy and this export agree bit for bit)."""
+    (the same in-place add as peft's merge, so a merged policy and this export agree bit for bit).
+    ``gathered``: the whole ``model.state_dict()``, gathered from a sharded policy (``rl.sharding``)."""
     base = model.get_base_model()
     layers = dict(lora_layers(base))
+    prefix = "base_model.model."  # a peft model's keys, over its base model's
+    state = base.state_dict() if gathered is None else {k.removeprefix(prefix): v for k, v in gathered.items()}
     merged = {}
     with torch.no_grad():
-        for key, value in base.state_dict().items():
+        for key, value in state.items():
             owner, _, leaf = key.rpartition(".")
             if any(part.startswith("lora_") for part in owner.split(".")):
                 continue
@@ -95,19 +105,30 @@ def merged_state_dict(model: PeftModel) -> dict[str, torch.Tensor]:
                 owner = owner.removesuffix(".base_layer")
                 key = f"{owner}.{leaf}"
                 if leaf == "weight":
-                    value = value.clone().add_(layers[owner].get_delta_weight(ADAPTER)).cpu()
+                    delta = (layers[owner].get_delta_weight(ADAPTER) if gathered is None
+                             else _gathered_delta(layers[owner], state, owner))
+                    value = value.clone().add_(delta).cpu()
             merged[key] = value
     return merged
 
 
-def save_policy(model: torch.nn.Module, directory: Path) -> None:
-    """``save_pretrained`` of the plain model; a LoRA policy merged, its adapter in ``adapter/``."""
+def _gathered_delta(layer: LoraLayer, state: dict[str, torch.Tensor], owner: str) -> torch.Tensor:
+    """peft's ``Linear.get_delta_weight`` on the gathered adapter weights of ``owner``: (alpha/r)·B·A."""
+    if not isinstance(layer, LoraLinear):
+        raise TypeError(f"{owner}: a sharded LoRA policy merges Linear adapters only, got {type(layer).__name__}")
+    a, b = state[f"{owner}.lora_A.{ADAPTER}.weight"], state[f"{owner}.lora_B.{ADAPTER}.weight"]
+    return (transpose(b.float() @ a.float(), layer.fan_in_fan_out) * layer.scaling[ADAPTER]).to(b.dtype)
+
+
+def save_policy(model: torch.nn.Module, directory: Path, gathered: dict[str, torch.Tensor] | None = None) -> None:
+    """``save_pretrained`` of the plain model; a LoRA policy merged, its adapter in ``adapter/``.
+    ``gathered``: the whole ``model.state_dict()`` of a sharded policy (``rl.sharding``), gathered."""
     adapter = Path(directory) / ADAPTER_DIR
     if isinstance(model, PeftModel):
-        model.get_base_model().save_pretrained(directory, state_dict=merged_state_dict(model))
-        model.save_pretrained(adapter)
+        model.get_base_model().save_pretrained(directory, state_dict=merged_state_dict(model, gathered))
+        model.save_pretrained(adapter, **({} if gathered is None else {"state_dict": gathered}))
     else:
-        model.save_pretrained(directory)
+        model.save_pretrained(directory, **({} if gathered is None else {"state_dict": gathered}))
         if adapter.is_dir():  # a stale adapter would be resumed on top of these full weights
             shutil.rmtree(adapter)
 

@@ -125,7 +125,7 @@ def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], late
              for prompt, turns in zip(observation_prompts(loaded, observations), later, strict=True)]
     images = [list(o.images) + [image for turn in turns for image in turn.images]
               for o, turns in zip(observations, later, strict=True)]
-    whole = loaded.processor(text=texts, images=images, return_tensors="pt", padding=True).to(loaded.device)
+    whole = loaded.on_device(loaded.processor(text=texts, images=images, return_tensors="pt", padding=True))
     per_token = (*OWN_INPUTS, *per_token_names(inputs))
     for name, value in whole.items():
         if name not in per_token:

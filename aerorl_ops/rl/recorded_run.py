@@ -2,8 +2,9 @@
 
 :func:`train_and_record` is the whole program of a run of ``TrainingSettings``: its id
 (``training_run_id``), the report database checked, the environments, the base model's location and
-the rollout engine, then on the main rank :func:`record_training` of a ``TrainingRun`` reporting to the
-recorder, the progress lines and TensorBoard (plus the caller's reporter); another rank only trains.
+configured chat template, and the rollout engine, then on the main rank :func:`record_training` of a
+``TrainingRun`` reporting to the recorder, the progress lines and TensorBoard (plus the caller's
+reporter); another rank only trains.
 
 :func:`record_training`:
 1. A run whose stored row is finished, for the same number of steps, is not trained again when it is
@@ -54,7 +55,7 @@ from aerorl_ops.rl.rollout_samples import RolloutSample
 from aerorl_ops.rl.run_id import training_run_id
 from aerorl_ops.rl.run_inputs import (
     base_model_dtype,
-    base_model_location,
+    base_model_source,
     rollout_engine_of,
     training_environments,
     validation_environment,
@@ -220,16 +221,17 @@ def _train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, option
     if len(held_out) < settings.eval_size:
         log.warning(short_held_out_line(run_id, settings.eval_size, held_out))
     validation = validation_environment(settings, bench.datasets)
-    base = base_model_location(settings.base_model, bench, place.models_dir, place.local_files_only)
+    base = base_model_source(settings.base_model, bench, place.models_dir, place.local_files_only)
     rollout_engine = rollout_engine_of(settings.base_model, bench)
     if place.torch_threads > 0:
         torch.set_num_threads(place.torch_threads)
 
     def train(to: RunReporter = NULL_REPORTER) -> TrainingResult:
-        return TrainingRun(base, report.checkpoints_dir / run_id, settings, train_env, held_out,
+        return TrainingRun(base.location, report.checkpoints_dir / run_id, settings, train_env, held_out,
                            list(range(len(held_out))), device=place.device, resume=options.resume,
                            validation_env=validation, dp=dp, rollout_engine=rollout_engine, evaluation=bench.eval,
-                           reporter=to, dtype=base_model_dtype(settings.base_model, bench)).run()
+                           reporter=to, dtype=base_model_dtype(settings.base_model, bench),
+                           chat_template=base.chat_template).run()
 
     if not dp.is_main:
         train()
@@ -246,7 +248,7 @@ def _train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, option
 
     stored = record_training(
         RunRecorder(report.connect, run_id, Path(report.database).parent / ROLLOUT_IMAGES_DIR),
-        TrainingRunRecord.started(run_id, base, trained, datetime.now(UTC)),
+        TrainingRunRecord.started(run_id, base.location, trained, datetime.now(UTC)),
         train, run_rejections(train_env, held_out, validation),
         log, resume=options.resume, reporters=outside,
         telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))

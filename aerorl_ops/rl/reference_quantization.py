@@ -86,7 +86,7 @@ def probe_inputs(loaded: LoadedVLM):
     text = loaded.processor.apply_chat_template(chat_messages("What is in the image?"), add_generation_prompt=True,
                                                 tokenize=False)
     image = Image.new("RGB", PROBE_IMAGE_SIZE, (127, 127, 127))
-    return loaded.processor(text=[text], images=[[image]], return_tensors="pt", padding=True).to(loaded.device)
+    return loaded.on_device(loaded.processor(text=[text], images=[[image]], return_tensors="pt", padding=True))
 
 
 def kernel_unfit_layers(loaded: LoadedVLM) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """What a run of ``TrainingSettings`` trains on: its training, held-out and validation environments,
-the base model's location and the vLLM rollout engine's settings.
+the base model's source (location and chat template) and the vLLM rollout engine's settings.
 
 Shared by the ``rl_run`` asset, the torchrun worker and the benchmarks. :func:`check_training_inputs`
 resolves every input of a run (and the base model's folder) without loading a model: ``aerorl
@@ -22,6 +22,7 @@ from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.configured import named_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.models.entry import GenerationBackend
+from aerorl_ops.models.loading import ModelSource
 from aerorl_ops.models.sources import TORCH_DTYPES, check_local_model, model_source
 from aerorl_ops.rl.distributed import check_data_parallel
 from aerorl_ops.rl.embedded_easy_vqa import EMBEDDED_BUILDERS
@@ -97,10 +98,12 @@ def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, wh
         raise ConfigError(f"{where}: {error}") from error
 
 
-def base_model_location(base_model: str, bench: BenchmarkConfig, models_dir: Path, local_files_only: bool) -> str:
-    """Where ``base_model`` (a model key of ``bench``, else a checkpoint directory) loads from."""
+def base_model_source(base_model: str, bench: BenchmarkConfig, models_dir: Path,
+                      local_files_only: bool) -> ModelSource:
+    """Where ``base_model`` (a model key of ``bench``, else a checkpoint directory) loads from, with its
+    ``[models.<key>]`` ``chat_template`` (empty: the checkpoint's own), as the benchmark loads it."""
     entry = model_entry(base_model, bench, "rl_run config base_model")
-    return model_source(entry, Path(models_dir), local_files_only, EMBEDDED_BUILDERS).location
+    return model_source(entry, Path(models_dir), local_files_only, EMBEDDED_BUILDERS)
 
 
 def base_model_dtype(base_model: str, bench: BenchmarkConfig) -> torch.dtype:

@@ -201,12 +201,15 @@ def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSett
 
 def policy_and_reference(model_name_or_path: str, settings: TrainingSettings, device: str = "auto",
                          local_files_only: bool = True, trust_remote_code: bool = False,
-                         dtype: torch.dtype = torch.float32,
+                         dtype: torch.dtype = torch.float32, chat_template: str = "",
                          ) -> tuple[PolicyRuntime, ReferenceRuntime | LoraBaseReference]:
     """A trainable policy and a frozen reference of the same checkpoint, both in ``dtype`` (the base
     model's ``[models.<key>]`` dtype): the reference quantized at ``quant_bits``, or the LoRA policy's base
-    (``settings.reference``). Nothing loads until a runtime's ``.loaded`` is used."""
-    source = ModelSource(model_name_or_path, trust_remote_code=trust_remote_code, local_files_only=local_files_only)
+    (``settings.reference``). ``chat_template``: the base model's ``[models.<key>]`` one (empty: the
+    checkpoint's own; ``models.prompt_template``); the policy's processor holds it, so checkpoints saved
+    from it carry it. Nothing loads until a runtime's ``.loaded`` is used."""
+    source = ModelSource(model_name_or_path, trust_remote_code=trust_remote_code, local_files_only=local_files_only,
+                         chat_template=chat_template)
     torch_device = resolve_device(device)
     policy = PolicyRuntime(model_name_or_path, settings, source, torch_device, dtype)
     if settings.reference == "lora_base":

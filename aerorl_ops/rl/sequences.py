@@ -33,7 +33,7 @@ class SequenceBatch(NamedTuple):
 
     inputs: dict[str, torch.Tensor]  # model inputs: input_ids [B, T], attention_mask [B, T], pixel_values, ...
     completion_mask: torch.Tensor  # [B, T] bool, True = completion token counted in the loss
-    vision_mask: torch.Tensor  # [B, T] bool, True = vision placeholder token
+    vision_mask: torch.Tensor  # [B, T] bool, True = one of the processor's vision tokens
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -73,7 +73,24 @@ def final_hidden_states(model, batch: SequenceBatch) -> torch.Tensor:
     """Last hidden states of the decoder (before the LM head): [B, T, H]. A peft ``PeftModel`` (LoRA)
     is read through the model it wraps, whose layers carry the adapters."""
     inner = model.get_base_model() if isinstance(model, PeftModel) else model
-    return inner.model(**batch.inputs, use_cache=False).last_hidden_state
+    if hasattr(inner, "model"):  # transformers' VLM layout: the base model, the LM head beside it
+        return inner.model(**batch.inputs, use_cache=False).last_hidden_state
+    return decoder_output(inner, batch)
+
+
+def decoder_output(model, batch: SequenceBatch) -> torch.Tensor:
+    """[B, T, H]: the decoder's output (``get_decoder()``) of a VLM with no base model to call (Llama 4: its
+    causal LM under ``language_model``), read by a hook while the whole model runs with its head on the last
+    position only (``logits_to_keep=1``, not [B, T, V] logits)."""
+    decoder = model.get_decoder()
+    decoder = getattr(decoder, "model", decoder)  # a causal LM's (Llama 4's) own base model
+    captured = []
+    hook = decoder.register_forward_hook(lambda module, args, out: captured.append(out.last_hidden_state))
+    try:
+        model(**batch.inputs, use_cache=False, logits_to_keep=1)
+    finally:
+        hook.remove()
+    return captured[0]
 
 
 class CompletionTokens(NamedTuple):
@@ -84,7 +101,21 @@ class CompletionTokens(NamedTuple):
     hidden: torch.Tensor  # [N, H] final hidden state at the position that predicts the token
 
 
+SHARDED_SCORING = "aerorl_completion_tokens"
+"""A sharded policy's model (``rl.sharding``) carries :func:`fused_completion_tokens` under this name as a
+registered FSDP forward method, so its root's parameters (the LM head's weight read here) are gathered."""
+
+
 def completion_tokens(model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
+    """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H]
+    (:func:`fused_completion_tokens`, through a sharded policy's forward method when it has one)."""
+    sharded = getattr(model.get_base_model() if isinstance(model, PeftModel) else model, SHARDED_SCORING, None)
+    if sharded is not None:
+        return sharded(model, batch, temperature)
+    return fused_completion_tokens(model, batch, temperature)
+
+
+def fused_completion_tokens(model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
     """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H].
 
     Hidden state ``t`` predicts token ``t + 1``, so position ``t`` counts when token ``t + 1`` is

@@ -26,6 +26,9 @@ minibatch's mask) are computed over the global batch on every rank; a rank keeps
 the global response width, so the width-dependent ``seq-mean-token-sum-norm`` agrees too. Gradients
 are summed over the ranks once per update, before clipping (to ``MAX_GRAD_NORM``). Update, loss and
 statistics equal one process's on the same global batch (up to floating-point summation order).
+With ``sharding = "fsdp2"`` the ranks hold shards of the policy, its gradients and AdamW state instead
+of whole copies (``rl.sharding``: the gradients are summed by FSDP's reduce-scatter in each backward,
+the clip takes the norm across shards); the micro-batches and the arithmetic are the same.
 
 Rollouts come from the policy's ``generate``, or with ``rollout_backend = "vllm"`` from a vLLM engine
 (``generation.vllm_sampler``) started at the first RL step, in this process, loaded with the policy's
@@ -47,12 +50,13 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.config.training import TrainingSettings, rollout_ranks_problem
+from aerorl_ops.config.training import TrainingSettings, rollout_ranks_problem, sharding_problem
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.losses import masked_mean
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
@@ -65,6 +69,8 @@ from aerorl_ops.rl.rollout import supervised_batch
 from aerorl_ops.rl.rollout_samples import RolloutSample, rollout_samples, sampled_rows
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
+from aerorl_ops.rl.sharded_checkpoint import state_module
+from aerorl_ops.rl.sharding import sharding_for, state_bytes
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
 from aerorl_ops.rl.step_parts import (
     Outcomes,
@@ -106,11 +112,15 @@ class RLTrainer:
                  rollout_engine: GenerationBackend | None = None) -> None:
         settings = resolved_settings(settings)  # the algorithm's defaults for what is unset
         check_accumulation(settings.grad_accumulation, dp.world_size)
-        problem = rollout_ranks_problem(settings.rollout_backend, dp.world_size)
+        problem = (rollout_ranks_problem(settings.rollout_backend, dp.world_size)
+                   or sharding_problem(settings.sharding, settings.cpu_offload, settings.micro_batch_tokens,
+                                       dp.world_size))
         if problem is not None:
             raise ConfigError(problem)
         self.settings = settings
         self.dp = dp
+        self.sharding = sharding_for(settings, dp)  # how the ranks hold the policy, gradients and AdamW state
+        self.state_bytes = 0  # the most bytes of parameters, gradients and optimizer state this rank held
         self.policy = policy
         self.reference = reference
         self.algorithm = build_algorithm(settings.algorithm)
@@ -129,7 +139,7 @@ class RLTrainer:
         """AdamW over the policy's trainable parameters only (a frozen vision tower, LoRA's frozen base:
         no state), and the value head's (PPO). Rebuilt, with fresh state, when those parameters are no
         longer the ones it holds (a LoRA policy re-based at the RL start for the ``lora_base`` reference)."""
-        params = [p for p in self._policy().loaded.model.parameters() if p.requires_grad]
+        params = [p for p in self.sharding.parameters(self._policy().loaded.model) if p.requires_grad]
         params += list(self.value_head.parameters()) if self.value_head is not None else []
         held = [p for group in self._optimizer.param_groups for p in group["params"]] if self._optimizer else []
         if self._optimizer is None or [id(p) for p in held] != [id(p) for p in params]:
@@ -140,15 +150,26 @@ class RLTrainer:
     def value_head(self) -> ValueHead | None:
         """PPO's critic on the policy's last hidden state (built on first use); None for other algorithms."""
         if self.algorithm.critic and self._value_head is None:
-            self._value_head = ValueHead.for_model(self._policy().loaded.model)
+            self._value_head = self.sharding.prepare_head(ValueHead.for_model(self._policy().loaded.model))
         return self._value_head
 
     def restore(self, state: CheckpointState) -> None:
         """Continue from a checkpoint's trainer state: the step, the value head (PPO), the optimizer."""
         self.state.step = state.step
         if self.value_head is not None and state.value_head is not None:
-            self.value_head.load_state_dict(state.value_head)
-        self.optimizer.load_state_dict(state.optimizer)
+            self.sharding.load_head(self.value_head, state.value_head)
+        self.load_optimizer(state)
+
+    def load_optimizer(self, state: CheckpointState) -> None:
+        """The optimizer's state from a checkpoint, sharded or not, whatever sharding wrote it."""
+        self.sharding.load_optimizer(state_module(self._policy().loaded.model, self.value_head), self.optimizer,
+                                     state)
+
+    def save_checkpoint(self, directory: Path, reference_source: str, value_head: bool) -> Path:
+        """The policy and this trainer's state as checkpoint ``directory`` (``rl.checkpoint``; with a sharded
+        policy every rank writes its part: ``rl.sharded_checkpoint``); ``value_head``: with PPO's head."""
+        return self.sharding.save(directory, self._policy().loaded, self.optimizer, self.state.step,
+                                  reference_source, self.value_head if value_head else None)
 
     def set_learning_rate(self, learning_rate: float) -> None:
         for group in self.optimizer.param_groups:
@@ -162,6 +183,7 @@ class RLTrainer:
         if self.policy is None:
             raise RuntimeError("this RLTrainer has no policy runtime; build one with "
                                "rl.runtimes.policy_and_reference(...)")
+        self.sharding.prepare(self.policy)
         return self.policy
 
     def _seed_step(self) -> None:
@@ -178,7 +200,7 @@ class RLTrainer:
             return
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if [id(p) for p in params] != self._synced:
-            self.dp.broadcast_parameters(params)
+            self.sharding.broadcast_parameters(self.dp, params)
             self._synced = [id(p) for p in params]
 
     def _apply_update(self, loss: float) -> tuple[float, bool]:
@@ -191,11 +213,13 @@ class RLTrainer:
         """Sum the accumulated gradient over the ranks, clip and apply it, or skip it when it is not
         finite. ``loss`` is the global one (the same on every rank). Returns (gradient norm, skipped)."""
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        self.dp.all_reduce_gradients(params)
+        self.sharding.reduce_gradients(self.dp, params)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM))
         finite = math.isfinite(loss) and math.isfinite(grad_norm)
         if finite:
             self.optimizer.step()
+        self.state_bytes = max(self.state_bytes, state_bytes(self._policy().loaded.model, self.value_head,
+                                                             self.optimizer))
         self.optimizer.zero_grad(set_to_none=True)
         return grad_norm, not finite
 

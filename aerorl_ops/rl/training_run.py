@@ -92,13 +92,16 @@ class TrainingRun:
     """One run of the module docstring's algorithm; :meth:`run` trains it. ``evaluation``: the sampled
     evaluations' sampling settings and batch size (the config's ``[eval]``); ``dp``: this process's
     rank; ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
-    ``reporter``: told of the run on the main rank only (``rl.reporters``)."""
+    ``reporter``: told of the run on the main rank only (``rl.reporters``); ``chat_template``: the base
+    model's configured one (``[models.<key>] chat_template``; empty: each checkpoint's own), which the
+    run's checkpoints save with their processor."""
 
     def __init__(self, base_model: str, run_dir: Path, settings: TrainingSettings, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
                  validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
-                 reporter: RunReporter = NULL_REPORTER, dtype: torch.dtype = torch.float32) -> None:
+                 reporter: RunReporter = NULL_REPORTER, dtype: torch.dtype = torch.float32,
+                 chat_template: str = "") -> None:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
@@ -106,6 +109,7 @@ class TrainingRun:
         self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
         self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
+        self.chat_template = chat_template
         self.reporter = reporter if dp.is_main else NULL_REPORTER
         self.sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
         self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
@@ -121,7 +125,7 @@ class TrainingRun:
         self.reporter.on_resume(start)
         self.policy, self.reference = policy_and_reference(str(start.checkpoint) if start.checkpoint
                                                            else self.base_model, self.settings, device=self.device,
-                                                           dtype=self.dtype)
+                                                           dtype=self.dtype, chat_template=self.chat_template)
         self.trainer = RLTrainer(self.settings, self.policy, dp=self.dp, rollout_engine=self.rollout_engine)
         if start.state is not None:
             self.trainer.restore(start.state)
@@ -215,7 +219,8 @@ class TrainingRun:
         """Supervised training from the RL start checkpoint for the RL phase's training seconds (at
         least one step), evaluated as phase ``control``."""
         settings, start = self.settings, self.result.reference_source
-        policy, _ = policy_and_reference(start, settings, device=self.device, dtype=self.dtype)
+        policy, _ = policy_and_reference(start, settings, device=self.device, dtype=self.dtype,
+                                         chat_template=self.chat_template)
         trainer = RLTrainer(settings, policy)
         if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
             trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)

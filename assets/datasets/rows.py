@@ -1,7 +1,9 @@
 """Cached dataset rows: one ``<name>_rows`` asset per ``[datasets.<name>]`` table (Parquet under ``data/cache``).
 
 Each asset builds its dataset's task environment (``aerorl_ops.envs.configured.dataset_rows``)
-and caches the items as rows; rejected records land in ``rejected_rows`` with their reasons.
+and caches the items as rows; rejected records land in ``rejected_rows`` with their reasons. Each
+materialization records what the rows were built from (``source_fingerprint`` metadata, its hash
+as the data version), so ``recorded_fingerprint`` can tell cached rows whose source has changed since.
 """
 
 
@@ -13,15 +15,18 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.datasets import DatasetSettings
-from aerorl_ops.envs.configured import dataset_rows
+from aerorl_ops.envs.configured import dataset_fingerprint, dataset_rows
 from aerorl_ops.envs.rejections import NoUsableRowsError
 from aerorl_ops.rows import LoadResult, rows_to_table
+from aerorl_ops.rows.source_fingerprint import SourceFingerprint
 from assets.metadata import counts_markdown, markdown_preview
 from assets.rejections import record_rejections
 from assets.runs import benchmark_run_id
 from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
 
 ROWS_AUTOMATION = dg.AutomationCondition.on_cron("0 1 * * *")
+FINGERPRINT_KEY = "source_fingerprint"
+"""The metadata entry holding the source fingerprint of a rows materialization."""
 
 
 class DatasetRowsConfig(dg.Config):
@@ -50,9 +55,29 @@ def load_rows(dataset: DatasetSettings, config: DatasetRowsConfig) -> LoadResult
     return dataset_rows(configured_dataset(dataset, config), config.files)
 
 
+def rows_source(dataset: DatasetSettings, config: DatasetRowsConfig) -> SourceFingerprint:
+    """What ``load_rows(dataset, config)`` builds its rows from."""
+    return dataset_fingerprint(configured_dataset(dataset, config), config.files)
+
+
+def recorded_fingerprint(instance: dg.DagsterInstance, dataset: DatasetSettings) -> SourceFingerprint | None:
+    """The source fingerprint the latest materialization of ``dataset``'s rows recorded; ``None`` when
+    there is none (never materialized, or cached before fingerprints were recorded)."""
+    event = instance.get_latest_materialization_event(dg.AssetKey(dataset.asset_name))
+    materialization = event.asset_materialization if event is not None else None
+    if materialization is None or FINGERPRINT_KEY not in materialization.metadata:
+        return None
+    try:
+        return SourceFingerprint.from_dict(materialization.metadata[FINGERPRINT_KEY].value)
+    except ValueError as error:
+        raise ValueError(f"{dataset.asset_name}: its latest materialization's {FINGERPRINT_KEY} is unreadable "
+                         f"({error}); materialize it again (`aerorl bench` without --skip-rows)") from None
+
+
 def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings, config: DatasetRowsConfig,
-                     duckdb: DuckDBResource) -> dg.Output[pa.Table]:
+                     duckdb: DuckDBResource) -> dg.MaterializeResult[pa.Table]:
     run_id, stage = benchmark_run_id(context), context.asset_key.to_user_string()
+    source = rows_source(dataset, config)  # before the read: a change made during it shows next time
     try:
         result = load_rows(dataset, config)
     except NoUsableRowsError as error:  # nothing to cache, but every rejection is still recorded
@@ -63,7 +88,7 @@ def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings
         context.log.warning(f"rejected {rejected.locator}: {rejected.reason}")
     table = rows_to_table(result.rows)
     preview = table.drop_columns(["image_bytes"]).to_pandas()
-    return dg.Output(table, metadata={
+    return dg.MaterializeResult(value=table, data_version=dg.DataVersion(source.version), metadata={
         "dagster/row_count": table.num_rows,
         "kind": dataset.kind,
         "rows_read": result.records_read,
@@ -71,6 +96,7 @@ def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings
         "counts": counts_markdown([("read", result.records_read), ("accepted", table.num_rows),
                                    ("rejected", len(result.rejected))]),
         "preview": markdown_preview(preview[["sample_id", "question", "answers", "source"]]),
+        FINGERPRINT_KEY: dg.MetadataValue.json(source.as_dict()),
     })
 
 
@@ -82,7 +108,7 @@ def build_dataset_rows(dataset: DatasetSettings) -> dg.AssetsDefinition:
               description=f"Rows of the {dataset.name!r} dataset (kind {dataset.kind}, split {dataset.split}): "
                           "question, every answer alias, image, prompt.")
     def rows_asset(context: dg.AssetExecutionContext, config: DatasetRowsConfig,
-                   duckdb: DuckDBResource) -> dg.Output[pa.Table]:
+                   duckdb: DuckDBResource) -> dg.MaterializeResult[pa.Table]:
         return materialize_rows(context, dataset, config, duckdb)
 
     return rows_asset

@@ -19,6 +19,7 @@ import pytest
 from aerorl_ops.models.tiny_families import FAMILIES
 from aerorl_pipeline.definitions import build_definitions
 from assets.runs import BENCHMARK_RUN_TAG
+from tests.aerorl_ops.models.torchvision_families import torchvision_family_params
 
 ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
 ROWS_PER_DATASET = 2
@@ -80,7 +81,7 @@ def rows_env(tmp_path_factory, dagster_env_factory, tiny_model_dir):
     env.instance.dispose()
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", list(FAMILIES) + torchvision_family_params())
 def test_a_family_checkpoint_benchmarks_as_a_configured_model(family, rows_env, tiny_family_dir):
     env, root, sample_ids = rows_env
     key, source = model_key(family), tiny_family_dir(family)
