@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Collection, Sequence
 from contextlib import ExitStack
@@ -21,6 +22,7 @@ from aerorl_pipeline.console import CONSOLE_LOGS, console_job
 from aerorl_pipeline.definitions import build_definitions
 from aerorl_pipeline.distributed_bench import BenchResources, PartitionOutcome, resources_of, run_partitions
 from aerorl_pipeline.executors import celery_app
+from aerorl_pipeline.failures import failure_from_results
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
 from assets.project import MODELS_DIR, benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG, new_benchmark_run_id
@@ -99,8 +101,10 @@ def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstanc
                                     disable=not show_progress), start=1):
         result = job.execute_in_process(partition_key=key, instance=instance, tags=tags, run_config=run_config,
                                         raise_on_error=False)
-        if not result.success:
-            tqdm.write(f"partition {key} failed (run {result.run_id}); see `aerorl dev` for its logs")
+        failure = failure_from_results([result])
+        if failure is not None:
+            tqdm.write(f"aerorl: partition {key} failed: {failure.message} (Dagster run {result.run_id}: its "
+                       "trace is in `aerorl dev`)", file=sys.stderr)
         results.append(result)
         stop_here(f"interrupted after partition {done} of {total} (benchmark run {plan.run_id}): its finished "
                   "partitions are in the report; rerun the command for every partition")

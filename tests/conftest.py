@@ -121,6 +121,38 @@ def dagster_env(tmp_path: Path, dagster_env_factory) -> Iterator[DagsterTestEnv]
     env.instance.dispose()
 
 
+def point_commands_at(env: DagsterTestEnv, models_dir: Path, dagster_home: Path) -> None:
+    """Make the `aerorl` commands of this process write only under ``env.root``: their jobs' resources,
+    the report database, the models (checkpoints beside them) and the Dagster instance. A command
+    driven in a process of its own calls it too (``tests/reliability/command_driver.py``)."""
+    import os
+
+    import aerorl_pipeline.definitions as definitions
+    import assets.project as project
+    import assets.resources as resources
+
+    for module in (definitions, resources):  # the jobs' resources (eval builds its own from assets.resources)
+        module.default_resources = lambda storage=None: dict(env.resources)
+    project.MODELS_DIR, project.DUCKDB_PATH = models_dir, env.duckdb_path
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+
+
+@pytest.fixture
+def isolated_commands(dagster_env: DagsterTestEnv, models_dir: Path, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> DagsterTestEnv:
+    """``dagster_env``, with the `aerorl` commands run in this test writing only under it (undone after)."""
+    import aerorl_pipeline.definitions as definitions
+    import assets.project as project
+    import assets.resources as resources
+
+    for target, name in ((definitions, "default_resources"), (resources, "default_resources"),
+                         (project, "MODELS_DIR"), (project, "DUCKDB_PATH")):
+        monkeypatch.setattr(target, name, getattr(target, name))  # restored when the test ends
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    point_commands_at(dagster_env, models_dir, tmp_path / "dagster_home")
+    return dagster_env
+
+
 YES_TOKEN_LOGIT_SCALE = 0.7
 """How strongly the yes-sayer prefers its bigram (0.7: ~3/4 of temperature-1.0 samples follow it)."""
 

@@ -17,9 +17,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import aerorl_pipeline.definitions as definitions
-import assets.project as project
-import assets.resources as resources
 from aerorl_pipeline import cli
 from aerorl_pipeline.cli import build_parser
 from assets.project import BENCHMARK_CONFIG_PATH, load_config
@@ -76,14 +73,9 @@ def test_every_readme_command_has_its_help(command):
 
 
 @pytest.mark.slow
-def test_the_quick_path_runs_verbatim(dagster_env, monkeypatch, capsys, tmp_path, models_dir):
+def test_the_quick_path_runs_verbatim(isolated_commands, capsys):
     """The README's quick commands: train, eval of the run's latest checkpoint, then (after one benchmark
     partition) the queries."""
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    for module in (definitions, resources):  # the jobs' resources (eval builds its own from assets.resources)
-        monkeypatch.setattr(module, "default_resources", lambda storage=None: dict(dagster_env.resources))
-    monkeypatch.setattr(project, "MODELS_DIR", models_dir)  # checkpoint references resolve beside it
-    monkeypatch.setattr(project, "DUCKDB_PATH", dagster_env.duckdb_path)
     quick = [c for c in COMMANDS if any(q in " ".join(["aerorl", *c]) for q in QUICK)]
     quick.sort(key=lambda argv: argv[0] == "sql")  # the queries read what the runs wrote
     # the tour's first step, `aerorl bench`, on one partition of the embedded default: what the queries read
@@ -95,7 +87,7 @@ def test_the_quick_path_runs_verbatim(dagster_env, monkeypatch, capsys, tmp_path
             assert "checkpoints (usable wherever a model key is): my-run@10, my-run@20" in out
         elif argv[0] == "eval":
             assert "my-run@latest vs baseline tiny-qwen2-vl on 100 questions of easy_vqa" in out
-    with duckdb.connect(str(dagster_env.duckdb_path), read_only=True) as conn:
+    with duckdb.connect(str(isolated_commands.duckdb_path), read_only=True) as conn:
         steps = conn.execute("SELECT count(*) FROM training_steps WHERE run_id = 'my-run'").fetchone()[0]
         evals = conn.execute("SELECT role, model FROM eval_runs ORDER BY role").fetchall()
     assert steps == 20  # 10 warm-up + 10 RL steps

@@ -9,7 +9,9 @@ and its chat template the family's (``family_chat_templates``; none for PaliGemm
 checkpoints). Models are tiny (hidden 64, one layer, Llama 3.2 Vision's two with the second a
 cross-attention layer; one-layer vision towers, small images) and seeded, so a build takes seconds and
 is the same every time. ``FAMILIES`` is the table: family -> tokens, processor and config keywords, where a
-``Token`` stands for that token's id in the built tokenizer.
+``Token`` stands for that token's id in the built tokenizer. ``TORCHVISION_FAMILIES`` (Mistral 3, Llama 4,
+PerceptionLM) are built the same way with their stock processors, where torchvision (and PerceptionLM's timm)
+import.
 """
 
 from __future__ import annotations

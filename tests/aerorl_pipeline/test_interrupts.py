@@ -14,8 +14,6 @@ import time
 import duckdb
 
 import aerorl_pipeline.bench as bench
-import aerorl_pipeline.definitions as definitions
-import assets.project as project
 from aerorl_ops.stop import clear_stop, stop_requested
 from aerorl_pipeline import cli
 
@@ -48,16 +46,8 @@ baseline = "tiny"
     return str(folder / "bench.toml")
 
 
-def isolate(monkeypatch, dagster_env, models_dir, tmp_path) -> None:
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(definitions, "default_resources", lambda storage=None: dagster_env.resources)
-    monkeypatch.setattr(project, "MODELS_DIR", models_dir)
-    monkeypatch.setattr(project, "DUCKDB_PATH", dagster_env.duckdb_path)
-
-
-def test_sigint_stops_the_benchmark_after_the_partition_in_hand(dagster_env, models_dir, tiny_model_dir, tmp_path,
+def test_sigint_stops_the_benchmark_after_the_partition_in_hand(isolated_commands, tiny_model_dir, tmp_path,
                                                                 monkeypatch, capsys):
-    isolate(monkeypatch, dagster_env, models_dir, tmp_path)
     real_console_job = bench.console_job
 
     class SignalledAfterEachRun:
@@ -80,14 +70,12 @@ def test_sigint_stops_the_benchmark_after_the_partition_in_hand(dagster_env, mod
     assert "aerorl: SIGINT received: stopping after the step in hand (send it again to stop at once)" in err
     assert err.rstrip().endswith("aerorl: interrupted after partition 1 of 2 (benchmark run stopped): its finished "
                                  "partitions are in the report; rerun the command for every partition")
-    with duckdb.connect(str(dagster_env.duckdb_path), read_only=True) as conn:
+    with duckdb.connect(str(isolated_commands.duckdb_path), read_only=True) as conn:
         sizes = conn.execute("SELECT DISTINCT batch_size FROM generations WHERE run_id = 'stopped'").fetchall()
     assert sizes == [(1,)]  # the first partition, whole; the second never started
 
 
-def test_sigterm_stops_an_eval_between_its_settings(dagster_env, models_dir, tiny_model_dir, tmp_path, monkeypatch,
-                                                   capsys):
-    isolate(monkeypatch, dagster_env, models_dir, tmp_path)
+def test_sigterm_stops_an_eval_between_its_settings(isolated_commands, tiny_model_dir, tmp_path, monkeypatch, capsys):
     import aerorl_ops.eval_runner.model_vs_baseline as model_vs_baseline
 
     real_evaluate_model = model_vs_baseline.evaluate_model

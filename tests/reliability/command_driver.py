@@ -11,28 +11,19 @@ signal it, run two at once, and read what each printed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 
-def isolate(root: Path, models_dir: Path) -> None:
-    """Point the project's paths and resources at ``root`` and ``models_dir``."""
-    from dagster_duckdb import DuckDBResource
-
-    import aerorl_pipeline.definitions as definitions
-    import assets.project as project
-    import assets.resources
-    from assets.io_managers import ParquetTableIOManager
-    from assets.resources import ModelRuntime
-
-    resources = {
-        "model_runtime": ModelRuntime(models_dir=str(models_dir), device="cpu", torch_threads=1,
-                                      telemetry_interval_s=0.05),
-        "duckdb": DuckDBResource(database=str(root / "aerorl.duckdb")),
-        "io_manager": ParquetTableIOManager(base_dir=str(root / "cache")),
-    }
-    definitions.default_resources = assets.resources.default_resources = lambda storage=None: dict(resources)
-    project.MODELS_DIR, project.DUCKDB_PATH = models_dir, root / "aerorl.duckdb"
+def _tests_conftest() -> ModuleType:
+    """``tests/conftest.py``, loaded by its path (``tests/reliability`` has a conftest of its own)."""
+    spec = importlib.util.spec_from_file_location("tests_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> int:
@@ -41,8 +32,9 @@ def main() -> int:
     parser.add_argument("--models-dir", type=Path, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
-    args.root.mkdir(parents=True, exist_ok=True)
-    isolate(args.root, args.models_dir)
+    fixtures = _tests_conftest()
+    fixtures.point_commands_at(fixtures.make_dagster_env(args.root, args.models_dir), args.models_dir,
+                               Path(os.environ["DAGSTER_HOME"]))
     from aerorl_pipeline.cli import main as aerorl
 
     return aerorl(args.command[1:] if args.command[:1] == ["--"] else args.command)

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import assets.benchmark.generation as generation_asset
+from aerorl_pipeline.failures import failure_from_results
 from assets.io_managers import ParquetTableIOManager
 
 RUN = "storage-run"
@@ -94,3 +95,6 @@ def test_an_unreachable_store_fails_the_step_naming_its_url(bench_on_store):
     assert not outcome.success
     error = outcome.get_step_failure_events()[0].step_failure_data.error.to_string()
     assert f"could not upload {url}/easy_vqa_rows/all.parquet" in error
+    failure = failure_from_results([outcome])  # what `aerorl bench` prints: one line, exit 1
+    assert failure.exit_code == 1 and "\n" not in failure.message
+    assert f"could not upload {url}/easy_vqa_rows/all.parquet" in failure.message

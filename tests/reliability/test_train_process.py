@@ -18,8 +18,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import aerorl_pipeline.definitions as definitions
-import assets.project as project
 from aerorl_pipeline import cli
 
 DRIVER = Path(__file__).with_name("command_driver.py")
@@ -43,10 +41,9 @@ def wait_for(condition, what: str, process: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_one_process_per_run_a_clean_stop_on_sigterm_then_resume_and_finish(dagster_env, models_dir, tmp_path,
+def test_one_process_per_run_a_clean_stop_on_sigterm_then_resume_and_finish(isolated_commands, models_dir, tmp_path,
                                                                             monkeypatch, capsys):
-    home = tmp_path / "dagster_home"
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    dagster_env, home = isolated_commands, tmp_path / "dagster_home"
     run_dir = models_dir.parent / "checkpoints" / RUN
     lock = models_dir.parent / "checkpoints" / f"{RUN}.lock"
     trainer = subprocess.Popen([sys.executable, str(DRIVER), "--root", str(dagster_env.root), "--models-dir",
@@ -54,9 +51,6 @@ def test_one_process_per_run_a_clean_stop_on_sigterm_then_resume_and_finish(dags
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: lock.exists() and lock.read_text() == str(trainer.pid), "lock holding its pid", trainer)
-        monkeypatch.setattr(definitions, "default_resources", lambda storage=None: dagster_env.resources)
-        monkeypatch.setattr(project, "MODELS_DIR", models_dir)
-        monkeypatch.setattr(project, "DUCKDB_PATH", dagster_env.duckdb_path)
         assert cli.main(TRAIN) == 2  # the same run, while the first process trains it
         assert capsys.readouterr().err == (f"aerorl: configuration error: run {RUN} is being trained by pid "
                                            f"{trainer.pid} (lock {lock}): wait for it to end, or stop that "
