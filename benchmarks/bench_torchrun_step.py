@@ -1,12 +1,15 @@
-"""Seconds per RL step on 2 gloo ranks against 1 process, with the same global batch.
+"""Seconds per RL step on 2 gloo ranks, replicated and sharded (FSDP2), against 1 process, with the same
+global batch.
 
 Both runs are the trainer of ``rl_run`` (``rl.trainer.RLTrainer``) on the embedded tiny Qwen2-VL on
 CPU, started the same way (one spawned process per rank, ``--threads`` torch threads each, a gloo
 process group only for 2 ranks): a supervised step, one untimed RL step, then ``--steps`` timed RL
 steps of ``--prompts`` prompts x ``--group-size`` replies in ``--accumulation`` micro-batches. The
 2-rank run generates, scores and backpropagates half the micro-batches on each rank, and adds the
-gathers of the rollout's scores and the gradient all-reduce. On a machine with fewer free cores
-than ranks, the ratio measures that overhead, not a speed-up.
+gathers of the rollout's scores and the gradient all-reduce; with ``sharding = "fsdp2"`` it gathers
+each block's parameters for every forward (each generated token included) and backward, and
+reduce-scatters the gradients instead. On a machine with fewer free cores than ranks, the ratio
+measures that overhead, not a speed-up.
 
     python benchmarks/bench_torchrun_step.py
     python benchmarks/bench_torchrun_step.py --prompts 8 --group-size 4 --accumulation 4 --steps 20
@@ -36,7 +39,8 @@ from aerorl_ops.rl.schedule import ItemSampler
 from aerorl_ops.rl.trainer import RLTrainer
 
 
-def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argparse.Namespace, out: str) -> None:
+def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argparse.Namespace, out: str,
+              sharding: str) -> None:
     """Train on rank ``rank`` of ``world_size``; rank 0 writes each timed step's seconds to ``out``."""
     quiet_model_logs(args.threads)
     if world_size > 1:
@@ -44,7 +48,8 @@ def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argpa
                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dp = from_environment(600, torch.device("cpu")) if world_size > 1 else SINGLE
     config = TrainingSettings(group_size=args.group_size, max_new_tokens=args.max_new_tokens, kl_coef=0.0,
-                              grad_accumulation=args.accumulation, seed=0)
+                              grad_accumulation=args.accumulation, seed=0, sharding=sharding,
+                              nproc_per_node=world_size)
     policy, _ = policy_and_reference(model_dir, config, device="cpu")
     trainer = RLTrainer(config, policy, dp=dp)
     env = make_env("easy_vqa", split="train", limit=256, seed=1)
@@ -82,14 +87,17 @@ def main() -> None:
     print(f"{args.prompts} prompts x {args.group_size} replies per RL step, {args.accumulation} micro-batches, "
           f"{args.max_new_tokens} new tokens, {args.threads} torch thread(s) per rank, {os.cpu_count()} CPUs")
     medians = {}
-    for world_size in (1, 2):
-        out = work / f"ranks-{world_size}.json"
-        mp.spawn(rank_main, args=(world_size, free_port(), model_dir, args, str(out)), nprocs=world_size)
+    for world_size, sharding in ((1, "none"), (2, "none"), (2, "fsdp2")):
+        out = work / f"ranks-{world_size}-{sharding}.json"
+        mp.spawn(rank_main, args=(world_size, free_port(), model_dir, args, str(out), sharding), nprocs=world_size)
         seconds = json.loads(out.read_text())
-        medians[world_size] = statistics.median(seconds)
-        print(f"{world_size} rank(s): {medians[world_size]:.3f} s per RL step (median of {len(seconds)}; "
-              f"mean {statistics.mean(seconds):.3f}, min {min(seconds):.3f}, max {max(seconds):.3f})")
-    print(f"2 ranks / 1 rank: {medians[2] / medians[1]:.2f}x the median time per step")
+        medians[world_size, sharding] = statistics.median(seconds)
+        print(f"{world_size} rank(s), sharding {sharding}: {medians[world_size, sharding]:.3f} s per RL step "
+              f"(median of {len(seconds)}; mean {statistics.mean(seconds):.3f}, min {min(seconds):.3f}, "
+              f"max {max(seconds):.3f})")
+    for sharding in ("none", "fsdp2"):
+        ratio = medians[2, sharding] / medians[1, "none"]
+        print(f"2 ranks ({sharding}) / 1 rank: {ratio:.2f}x the median time per step")
 
 
 if __name__ == "__main__":

@@ -110,9 +110,9 @@ def sharding_problem(sharding: str, cpu_offload: bool, micro_batch_tokens: int, 
     if cpu_offload and sharding != "fsdp2":
         return f'cpu_offload = true needs sharding = "fsdp2" (it offloads the shards), got sharding = {sharding!r}'
     if sharding == "fsdp2" and ranks > 1 and micro_batch_tokens:
-        return (f'sharding = "fsdp2" cannot cut micro-batches by tokens yet (micro_batch_tokens = {micro_batch_tokens}: '
-                "the ranks would run different numbers of forward passes, each of which every rank must join): "
-                'set micro_batch_tokens = 0, or sharding = "none"')
+        return (f'sharding = "fsdp2" cannot cut micro-batches by tokens yet (micro_batch_tokens = '
+                f"{micro_batch_tokens}: the ranks would run different numbers of forward passes, each of which every "
+                'rank must join): set micro_batch_tokens = 0, or sharding = "none"')
     return None
 
 

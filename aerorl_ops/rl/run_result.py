@@ -35,6 +35,7 @@ class TrainingResult:
     resumed_from: Path | None = None  # the checkpoint the run resumed from
     reference_loaded: bool = False
     reference_unquantized: tuple[str, ...] | None = None  # a quantized reference's full-precision linear layers
+    state_bytes_per_rank: int | None = None  # the most parameter, gradient and optimizer-state bytes a rank held
 
     def eval_of(self, phase: str) -> EvalResult | None:
         return next((e for e in reversed(self.evals) if e.phase == phase), None)

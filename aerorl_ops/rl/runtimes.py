@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
@@ -138,7 +139,8 @@ class LoraBaseReference:
     (zero delta: the policy is unchanged), so "adapters disabled" is the RL start model; the policy is
     a new module then, and the trainer builds a new optimizer for it (the warm-up's optimizer
     state does not carry over in this mode). A run resumed mid-RL loads its checkpoint's adapter,
-    whose base is already the RL start model, and is not re-based.
+    whose base is already the RL start model, and is not re-based. A sharded policy (``rl.sharding``)
+    cannot merge in place: it loads that sum, the RL start checkpoint, instead.
     """
 
     model_name_or_path: str
@@ -169,7 +171,10 @@ class LoraBaseReference:
         self.model_name_or_path = location
         if rl_start:
             loaded = self.policy.loaded
-            loaded.model = trainable(loaded.model.merge_and_unload(), None, self.policy.settings)
+            merged = (loaded.model.merge_and_unload() if not isinstance(loaded.model.get_base_model(), FSDPModule)
+                      else load_vlm(replace(self.policy.source, location=location, local_files_only=True),
+                                    self.policy.device, dtype=self.policy.dtype).model)  # sharded: its saved merge
+            loaded.model = trainable(merged, None, self.policy.settings)
 
     @contextmanager
     def scoring(self) -> Iterator[torch.nn.Module]:

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from peft import PeftModel
 from torch import nn
+from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -91,8 +94,13 @@ def load_optimizer_shards(named: nn.Module, optimizer: torch.optim.Optimizer, sh
     """``optimizer`` (over ``named``'s parameters, sharded or whole) from the shards a sharded run wrote,
     whatever its number of ranks."""
     state = get_optimizer_state_dict(named, optimizer)  # this optimizer's layout (its state initialised)
-    dcp.load({"optimizer": state}, checkpoint_id=shards)
-    set_optimizer_state_dict(named, optimizer, state)
+    saved = set(FileSystemReader(str(shards)).read_metadata().state_dict_metadata)
+    state["state"] = {name: values for name, values in state["state"].items()  # a parameter never updated has none
+                      if all(f"optimizer.state.{name}.{key}" in saved for key in values)}
+    with warnings.catch_warnings():  # one process reads the shards whole, as meant: torch says so in a warning
+        warnings.filterwarnings("ignore", message=".*assuming the intent is to load in a single process")
+        dcp.load({"optimizer": state}, checkpoint_id=shards, no_dist=not dist.is_initialized())
+    _set_optimizer(named, optimizer, state, StateDictOptions(strict=False))
 
 
 def load_full_optimizer(named: nn.Module, optimizer: torch.optim.Optimizer, saved: dict) -> None:
@@ -103,7 +111,16 @@ def load_full_optimizer(named: nn.Module, optimizer: torch.optim.Optimizer, save
     by_name = {"state": {order[index]: state for index, state in saved["state"].items()},
                "param_groups": [{**group, "params": [order[index] for index in group["params"]]}
                                 for group in saved["param_groups"]]}
-    set_optimizer_state_dict(named, optimizer, by_name, options=StateDictOptions(full_state_dict=True))
+    _set_optimizer(named, optimizer, by_name, StateDictOptions(full_state_dict=True, strict=False))
+
+
+def _set_optimizer(named: nn.Module, optimizer: torch.optim.Optimizer, state: dict, options: StateDictOptions) -> None:
+    """``state`` (keyed by parameter name) into ``optimizer``; a parameter it has no state for is left with
+    none, as ``Optimizer.load_state_dict`` leaves it (PPO's value head never updated in the warm-up)."""
+    set_optimizer_state_dict(named, optimizer, state, options=options)
+    for name, param in named.named_parameters():
+        if name not in state["state"]:
+            optimizer.state.pop(param, None)
 
 
 def set_full_state(module: nn.Module, state: dict) -> None:

@@ -15,9 +15,9 @@ keeps its shard of the gradient and of AdamW's state, and ``clip_grad_norm_`` ta
 shards. LoRA's frozen base is sharded like the adapters it carries; a frozen vision tower is sharded and
 gets no gradient. A quantized reference is not sharded: it is frozen and small, and each rank scores
 its own rows with its own copy (``lora_base`` scores with the sharded policy itself). On a GPU the
-blocks compute in bfloat16 with float32 gradient reduction (``MixedPrecisionPolicy``) and
-``cpu_offload`` keeps the shards, gradients and AdamW state in host memory; on CPU (gloo) everything
-stays float32.
+policy computes in bfloat16 with float32 gradient reduction (``MixedPrecisionPolicy``; log-probs then
+come out in bfloat16, as from a model loaded in bfloat16), and ``cpu_offload`` keeps the shards,
+gradients and AdamW state in host memory; on CPU (gloo) everything stays float32.
 
 Everything that runs a sharded policy runs on every rank at once, since each unit's parameters are
 gathered collectively: rollouts (``generate`` steps all ranks together, HF's ``synced_gpus``, so a rank
@@ -37,6 +37,7 @@ from typing import Protocol
 import torch
 from peft import PeftModel
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import (
     CPUOffloadPolicy,
     FSDPModule,
@@ -60,8 +61,8 @@ from aerorl_ops.rl.sharded_checkpoint import (
     load_optimizer_shards,
     save_sharded_checkpoint,
     set_full_state,
-    state_module,
 )
+from aerorl_ops.rl.value_head import ValueHead
 
 
 def base_model(model: nn.Module) -> nn.Module:
@@ -73,8 +74,8 @@ def enable_activation_checkpointing(model: nn.Module) -> None:
     """Recompute each block's activations in the backward (transformers' gradient checkpointing, non-reentrant,
     so a frozen base under LoRA needs no input gradients)."""
     inner = base_model(model)
-    if not inner.is_gradient_checkpointing:
-        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not inner.is_activation_checkpointing:
+        inner.activation_checkpointing_enable()  # non-reentrant by default
 
 
 def local_bytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -86,7 +87,7 @@ def local_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return total
 
 
-def state_bytes(model: nn.Module, head: nn.Module | None, optimizer: torch.optim.Optimizer) -> int:
+def held_bytes(model: nn.Module, head: nn.Module | None, optimizer: torch.optim.Optimizer) -> int:
     """Bytes this rank holds for the policy's (and value head's) parameters, their gradients and the
     optimizer's state."""
     params = list(model.parameters()) + (list(head.parameters()) if head is not None else [])
@@ -104,7 +105,7 @@ class Sharding(Protocol):
     def prepare(self, policy: PolicyRuntime) -> None:
         """Ready the loaded policy to train (idempotent: a model already prepared is left as it is)."""
 
-    def prepare_head(self, head: nn.Module) -> nn.Module: ...
+    def prepare_head(self, head: ValueHead) -> ValueHead: ...
 
     def parameters(self, model: nn.Module) -> list[nn.Parameter]:
         """The model's parameters as the optimizer holds them."""
@@ -117,8 +118,10 @@ class Sharding(Protocol):
 
     def load_head(self, head: nn.Module, state: dict) -> None: ...
 
-    def save(self, directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer, step: int,
-             reference_source: str, head: nn.Module | None) -> Path: ...
+    def save(self, directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer, named: nn.Module,
+             step: int, reference_source: str, head: nn.Module | None) -> Path:
+        """Checkpoint ``directory`` (``named``: the policy and value head whose parameters the optimizer holds,
+        ``sharded_checkpoint.state_module``; ``head``: the value head to save, if any)."""
 
 
 class Replicated:
@@ -133,7 +136,7 @@ class Replicated:
         if self.gradient_checkpointing:
             enable_activation_checkpointing(policy.loaded.model)
 
-    def prepare_head(self, head: nn.Module) -> nn.Module:
+    def prepare_head(self, head: ValueHead) -> ValueHead:
         return head
 
     def parameters(self, model: nn.Module) -> list[nn.Parameter]:
@@ -155,8 +158,8 @@ class Replicated:
     def load_head(self, head: nn.Module, state: dict) -> None:
         head.load_state_dict(state)
 
-    def save(self, directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer, step: int,
-             reference_source: str, head: nn.Module | None) -> Path:
+    def save(self, directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer, named: nn.Module,
+             step: int, reference_source: str, head: nn.Module | None) -> Path:
         return save_checkpoint(directory, loaded, optimizer, step, reference_source, *((head,) if head else ()))
 
 
@@ -166,8 +169,6 @@ class FullyShardedFSDP2:
     collective = True
 
     def __init__(self, dp: DataParallel, settings: TrainingSettings) -> None:
-        from torch.distributed.device_mesh import init_device_mesh
-
         self.dp, self.settings = dp, settings
         self.mesh = init_device_mesh(dp.device.type, (dp.world_size,))
         gpu = dp.device.type == "cuda"
@@ -200,9 +201,21 @@ class FullyShardedFSDP2:
         setattr(root, SHARDED_SCORING, fused_completion_tokens)
         for method in (SHARDED_SCORING, "generate"):  # generate encodes the images before its first forward
             register_fsdp_forward_method(root, method)
+        self._first_gather(root)
 
-    def prepare_head(self, head: nn.Module) -> nn.Module:
-        self._shard(head, mixed=False)  # the value head computes in float32 (rl.value_head)
+    @staticmethod
+    def _first_gather(model: nn.Module) -> None:
+        """Gather and free every unit once: FSDP allocates its gathered tensors at the first gather, which
+        must not happen under ``torch.inference_mode`` (rollouts and evaluations) or training could not
+        write them."""
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.unshard()
+                module.reshard()
+
+    def prepare_head(self, head: ValueHead) -> ValueHead:
+        self._shard(head.linear, mixed=False)  # float32, as the head computes (its own output is a view: not a unit)
+        self._first_gather(head)
         return head
 
     def parameters(self, model: nn.Module) -> list[nn.Parameter]:
@@ -231,11 +244,10 @@ class FullyShardedFSDP2:
     def load_head(self, head: nn.Module, state: dict) -> None:
         set_full_state(head, state)
 
-    def save(self, directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer, step: int,
-             reference_source: str, head: nn.Module | None) -> Path:
-        self.parameters(loaded.model)
-        return save_sharded_checkpoint(directory, loaded, optimizer, state_module(loaded.model, head), step,
-                                       reference_source, head, self.dp)
+    def save(self, directory: Path, loaded: LoadedVLM, optimizer: torch.optim.Optimizer, named: nn.Module,
+             step: int, reference_source: str, head: nn.Module | None) -> Path:
+        self.parameters(named)
+        return save_sharded_checkpoint(directory, loaded, optimizer, named, step, reference_source, head, self.dp)
 
 
 def sharding_for(settings: TrainingSettings, dp: DataParallel) -> Sharding:
@@ -246,9 +258,9 @@ def sharding_for(settings: TrainingSettings, dp: DataParallel) -> Sharding:
     return Replicated(settings.gradient_checkpointing)
 
 
-def check_environment(settings: TrainingSettings, env: TaskEnv) -> None:
+def check_environment(settings: TrainingSettings, env: TaskEnv, ranks: int) -> None:
     """A sharded policy's rollouts must call ``generate`` as often on every rank, and a multi-turn
     environment's episodes end after different numbers of turns: ``ConfigError`` naming both."""
-    if settings.sharding == "fsdp2" and settings.nproc_per_node > 1 and max_turns(env) > 1:
+    if settings.sharding == "fsdp2" and ranks > 1 and max_turns(env) > 1:
         raise ConfigError(f'sharding = "fsdp2" cannot train on the multi-turn environment {env.name!r} yet (the '
                           'ranks would generate different numbers of turns): set sharding = "none"')

@@ -70,7 +70,7 @@ from aerorl_ops.rl.rollout_samples import RolloutSample, rollout_samples, sample
 from aerorl_ops.rl.runtimes import PolicyRuntime, ReferenceRuntime
 from aerorl_ops.rl.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.sharded_checkpoint import state_module
-from aerorl_ops.rl.sharding import sharding_for, state_bytes
+from aerorl_ops.rl.sharding import held_bytes, sharding_for
 from aerorl_ops.rl.stats import StepStats, peak_memory_mb
 from aerorl_ops.rl.step_parts import (
     Outcomes,
@@ -140,7 +140,7 @@ class RLTrainer:
         no state), and the value head's (PPO). Rebuilt, with fresh state, when those parameters are no
         longer the ones it holds (a LoRA policy re-based at the RL start for the ``lora_base`` reference)."""
         params = [p for p in self.sharding.parameters(self._policy().loaded.model) if p.requires_grad]
-        params += list(self.value_head.parameters()) if self.value_head is not None else []
+        params += self.sharding.parameters(self.value_head) if self.value_head is not None else []
         held = [p for group in self._optimizer.param_groups for p in group["params"]] if self._optimizer else []
         if self._optimizer is None or [id(p) for p in held] != [id(p) for p in params]:
             self._optimizer = torch.optim.AdamW(params, lr=self.settings.learning_rate)
@@ -168,8 +168,9 @@ class RLTrainer:
     def save_checkpoint(self, directory: Path, reference_source: str, value_head: bool) -> Path:
         """The policy and this trainer's state as checkpoint ``directory`` (``rl.checkpoint``; with a sharded
         policy every rank writes its part: ``rl.sharded_checkpoint``); ``value_head``: with PPO's head."""
-        return self.sharding.save(directory, self._policy().loaded, self.optimizer, self.state.step,
-                                  reference_source, self.value_head if value_head else None)
+        loaded = self._policy().loaded
+        return self.sharding.save(directory, loaded, self.optimizer, state_module(loaded.model, self.value_head),
+                                  self.state.step, reference_source, self.value_head if value_head else None)
 
     def set_learning_rate(self, learning_rate: float) -> None:
         for group in self.optimizer.param_groups:
@@ -218,8 +219,8 @@ class RLTrainer:
         finite = math.isfinite(loss) and math.isfinite(grad_norm)
         if finite:
             self.optimizer.step()
-        self.state_bytes = max(self.state_bytes, state_bytes(self._policy().loaded.model, self.value_head,
-                                                             self.optimizer))
+        self.state_bytes = max(self.state_bytes, held_bytes(self._policy().loaded.model, self.value_head,
+                                                            self.optimizer))
         self.optimizer.zero_grad(set_to_none=True)
         return grad_norm, not finite
 

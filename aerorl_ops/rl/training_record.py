@@ -51,6 +51,7 @@ class TrainingRunRecord:
     telemetry: str | None  # JSON: TelemetrySummary.as_record() over the whole run
     rejected_rows: int | None = None  # rows the training and held-out environments rejected
     reference_unquantized: str | None = None  # JSON: a quantized reference's linear layers in full precision
+    state_bytes_per_rank: int | None = None  # the most bytes of parameters, gradients and optimizer state a rank held
 
     @classmethod
     def started(cls, run_id: str, base_model: str, settings: TrainingSettings, started_at: datetime,
@@ -74,7 +75,8 @@ class TrainingRunRecord:
                                    else json.dumps(list(result.reference_unquantized))),
             final_checkpoint=str(result.final_checkpoint), resumed_from_step=result.resumed_from_step,
             swap_question_type=swap.question_type if swap else None, swap_questions=swap.questions if swap else None,
-            swap_changed=swap.changed if swap else None, finished_at=finished_at,
+            swap_changed=swap.changed if swap else None, state_bytes_per_rank=result.state_bytes_per_rank,
+            finished_at=finished_at,
             telemetry=json.dumps(telemetry.as_record()))
 
     @classmethod

@@ -29,10 +29,13 @@ Steps are numbered globally (warm-up steps first). Evaluations use greedy decodi
 
 With several data-parallel ranks (``dp``, ``rl.distributed``) every rank trains (the trainer
 shards each step's micro-batches), and rank 0 alone evaluates, checkpoints, runs the image-swap
-check and the control, and reports (``rl.reporters``): :meth:`TrainingRun.main_only` is where that is
+check and the control, and reports (``rl.reporters``): :meth:`TrainingRun.main_work` is where that is
 decided, and every other rank's run holds the null reporter. The other ranks skip that work and meet
 rank 0 at the next collective. They wait at a barrier only for the warm-up checkpoint, which the
-reference loads. The run id (:func:`training_run_id`) is a stable hash of the settings.
+reference loads. With ``sharding = "fsdp2"`` (``rl.sharding``) no rank holds the whole policy, so every
+rank does that work with rank 0 (each forward pass gathers the parameters from all of them; each rank
+writes its shards of a checkpoint), and still only rank 0 reports and writes the policy's files. The
+run id (:func:`training_run_id`) is a stable hash of the settings.
 """
 
 from __future__ import annotations
@@ -55,18 +58,14 @@ from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.checkpoint_refs import step_folder
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.algorithms import resolved_settings
-from aerorl_ops.rl.checkpoint import (
-    ResumePoint,
-    load_checkpoint_state,
-    newest_complete_checkpoint,
-    save_checkpoint,
-)
+from aerorl_ops.rl.checkpoint import ResumePoint, load_checkpoint_state, newest_complete_checkpoint
 from aerorl_ops.rl.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.per_token_inputs import check_per_token_inputs
 from aerorl_ops.rl.reporters import NULL_REPORTER, CallbackReporter, RunReporter, warn_torn
 from aerorl_ops.rl.run_result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtimes import PolicyRuntime, policy_and_reference
 from aerorl_ops.rl.schedule import ItemSampler, learning_rate_at, warmup_learning_rate
+from aerorl_ops.rl.sharding import check_environment
 from aerorl_ops.rl.stats import StepStats
 from aerorl_ops.rl.trainer import RLTrainer
 from aerorl_ops.stop import stop_here, stop_requested
@@ -105,6 +104,7 @@ class TrainingRun:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
+        check_environment(settings, train_env, dp.world_size)
         self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), resolved_settings(settings)
         self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
@@ -115,9 +115,10 @@ class TrainingRun:
         self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
         self.clock = Clock()
 
-    def main_only(self, work: Callable[..., T], *args: object) -> T | None:
-        """``work(*args)`` on the main rank (evaluations, checkpoints, the control); None elsewhere."""
-        return work(*args) if self.dp.is_main else None
+    def main_work(self, work: Callable[..., T], *args: object) -> T | None:
+        """``work(*args)`` (evaluations, checkpoints, the control) on the main rank, None elsewhere; with a
+        sharded policy on every rank, whose forward passes and checkpoint writes need them all."""
+        return work(*args) if self.dp.is_main or self.trainer.sharding.collective else None
 
     def run(self) -> TrainingResult:
         """Every phase in turn (the module docstring); on a rank other than the main one, only training."""
@@ -131,14 +132,15 @@ class TrainingRun:
             self.trainer.restore(start.state)
             self.result.resumed_from_step, self.result.resumed_from = start.state.step, start.checkpoint
             self.result.reference_source = start.state.reference_source
-        self.main_only(self._start_evaluations)
+        self.main_work(self._start_evaluations)
         self._check_inputs()
         self._warmup()
         self._anchor_reference()
         self._reinforce()
+        self.result.state_bytes_per_rank = self.dp.max(self.trainer.state_bytes) or None  # None: no update ran
         self.result.reference_loaded = self.reference.is_loaded
         self.result.reference_unquantized = self.reference.unquantized
-        self.main_only(self._finish)
+        self.main_work(self._finish)
         return self.result
 
     # ----- phases -----
@@ -165,12 +167,12 @@ class TrainingRun:
             self._record_step(trainer.supervised_step(self.train_env,
                                                       self.sampler.batch(step, settings.warmup_batch_size)))
             if trainer.state.step == settings.warmup_steps:
-                self.main_only(self._save, self.run_dir / WARMUP_DIR, str(self.run_dir / WARMUP_DIR), False)
+                self.main_work(self._save, self.run_dir / WARMUP_DIR, str(self.run_dir / WARMUP_DIR), False)
                 self.dp.barrier()  # the reference of every rank loads this checkpoint
                 self.result.reference_source = str(self.run_dir / WARMUP_DIR)
-                self.main_only(self._evaluate, "warmup")
+                self.main_work(self._evaluate, "warmup")
             elif trainer.state.step % settings.eval_interval == 0:
-                self.main_only(self._evaluate, "warmup")
+                self.main_work(self._evaluate, "warmup")
 
     def _anchor_reference(self) -> None:
         """The reference is the model RL starts from (with ``kl_coef = 0`` none is loaded); lora_base
@@ -199,7 +201,7 @@ class TrainingRun:
                 if trainer.rollout_samples:
                     self.reporter.on_rollouts(trainer.rollout_samples)
                 if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:
-                    self.main_only(self._evaluate, "rl")
+                    self.main_work(self._evaluate, "rl")
         finally:
             trainer.close_rollouts()  # a vLLM engine's memory back before the final evaluations and the control
 
@@ -221,13 +223,14 @@ class TrainingRun:
         settings, start = self.settings, self.result.reference_source
         policy, _ = policy_and_reference(start, settings, device=self.device, dtype=self.dtype,
                                          chat_template=self.chat_template)
-        trainer = RLTrainer(settings, policy)
+        dp = self.dp if self.trainer.sharding.collective else SINGLE  # sharded: on every rank, as the run
+        trainer = RLTrainer(settings, policy, dp=dp)
         if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():
-            trainer.optimizer.load_state_dict(load_checkpoint_state(Path(start)).optimizer)
+            trainer.load_optimizer(load_checkpoint_state(Path(start)))
         trainer.set_learning_rate(warmup_learning_rate(settings, max(settings.warmup_steps - 1, 0)))
         sampler = ItemSampler(self.train_env, settings.seed + CONTROL_SEED_OFFSET, settings.curriculum_stages)
         spent, steps = 0.0, 0
-        while steps == 0 or spent < self.clock.rl_s:
+        while dp.max(int(steps == 0 or spent < self.clock.rl_s)):  # ranks' clocks differ: while any is short
             batch = sampler.batch(settings.warmup_steps + steps, settings.warmup_batch_size)
             stats = trainer.supervised_step(self.train_env, batch)
             spent += stats.step_s
@@ -242,7 +245,7 @@ class TrainingRun:
         self.result.steps.append(stats)
         self.reporter.on_step(stats)
         if self.trainer.state.step % self.settings.checkpoint_interval == 0:
-            self.main_only(self._save, step_folder(self.run_dir, self.trainer.state.step),
+            self.main_work(self._save, step_folder(self.run_dir, self.trainer.state.step),
                            self.result.reference_source, True)
         if stop_requested() is not None:  # a signal asked to stop: here, with the step recorded, nothing is lost
             stop_here(self._interrupted_line())
@@ -254,9 +257,7 @@ class TrainingRun:
                 f"same command ({where})")
 
     def _save(self, folder: Path, reference_source: str, value_head: bool) -> Path:
-        trainer = self.trainer
-        return save_checkpoint(folder, self.policy.loaded, trainer.optimizer, trainer.state.step, reference_source,
-                               *((trainer.value_head,) if value_head else ()))
+        return self.trainer.save_checkpoint(folder, reference_source, value_head)
 
     def _evaluate(self, phase: str, policy: PolicyRuntime | None = None, step: int | None = None) -> None:
         """The held-out evaluation of ``policy`` (the run's own by default) at ``step`` (the trainer's),

@@ -31,6 +31,7 @@ TRAINING_RUNS = TableSpec(
         ("telemetry", pa.json_()),
         ("rejected_rows", pa.int32()),
         ("reference_unquantized", pa.json_()),
+        ("state_bytes_per_rank", pa.int64()),
     ]),
     ("run_id",),
     renamed=(("quant_ref_bits", "quant_bits"),),  # AeroRL's name, before the setting kept its own
@@ -38,7 +39,8 @@ TRAINING_RUNS = TableSpec(
 """One training run (``rl.training_record.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
 the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected;
 ``reference_unquantized``: the linear layers a quantized reference kept in full precision (a JSON list; NULL when
-the reference is not quantized or did not load)."""
+the reference is not quantized or did not load); ``state_bytes_per_rank``: the most bytes of parameters, gradients and
+optimizer state one training rank held (its local shards with ``sharding = "fsdp2"``; NULL when no update ran)."""
 
 TRAINING_STEPS = TableSpec(
     "training_steps",

@@ -27,6 +27,11 @@ GROUP_RULE = ("group_size must be >= 2 for grpo/dr_grpo/rloo/dapo/gspo (advantag
      "with its adapters disabled: set lora_rank > 0), got 'lora_base'"),
     ({"rollout_backend": "vllm", "nproc_per_node": 2}, 'rollout_backend = "vllm" needs nproc_per_node = 1, got 2 '
      "training processes"),
+    ({"cpu_offload": True}, 'cpu_offload = true needs sharding = "fsdp2" (it offloads the shards), got sharding = '
+     "'none'"),
+    ({"sharding": "fsdp2", "nproc_per_node": 2, "grad_accumulation": 2, "micro_batch_tokens": 200},
+     'sharding = "fsdp2" cannot cut micro-batches by tokens yet (micro_batch_tokens = 200: the ranks would run '
+     "different numbers of forward passes"),
 ])
 def test_check_rules_names_where_and_the_rule(changes, problem):
     settings = dataclasses.replace(TrainingSettings(), **changes)
@@ -38,6 +43,9 @@ def test_check_rules_names_where_and_the_rule(changes, problem):
 @pytest.mark.parametrize("changes", [
     {}, {"algorithm": "reinforce_pp", "group_size": 1}, {"reference": "lora_base", "lora_rank": 4},
     {"rollout_backend": "vllm"},
+    {"sharding": "fsdp2", "nproc_per_node": 2, "cpu_offload": True, "gradient_checkpointing": True, "lora_rank": 4,
+     "reference": "lora_base", "algorithm": "ppo", "freeze_vision_tower": True, "quant_bits": 4},
+    {"sharding": "fsdp2", "micro_batch_tokens": 200},  # one process: nothing is sharded
 ])
 def test_settings_that_keep_the_rules_pass(changes):
     settings = dataclasses.replace(TrainingSettings(), **changes)

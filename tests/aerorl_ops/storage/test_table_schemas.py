@@ -70,7 +70,7 @@ TABLES = {
         "reference_quantization_mode VARCHAR, reference_source VARCHAR, reference_loaded BOOLEAN, "
         "final_checkpoint VARCHAR, steps INTEGER, resumed_from_step INTEGER, swap_question_type VARCHAR, "
         "swap_questions INTEGER, swap_changed DOUBLE, config JSON, started_at TIMESTAMPTZ, finished_at "
-        "TIMESTAMPTZ, telemetry JSON, rejected_rows INTEGER, reference_unquantized JSON"
+        "TIMESTAMPTZ, telemetry JSON, rejected_rows INTEGER, reference_unquantized JSON, state_bytes_per_rank BIGINT"
     ),
     "training_steps": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, loss DOUBLE, reward_mean DOUBLE, "
@@ -199,6 +199,7 @@ def test_a_training_run_record_lands_in_duckdb_with_exactly_its_values():
         finished_at=datetime(2026, 3, 4, 2, 9, 59, 999999, tzinfo=UTC),
         telemetry=json.dumps({"gpu_seen": False, "rss_max_mb": 812.5}), rejected_rows=2,
         reference_unquantized=json.dumps(["model.multi_modal_projector.linear_1", "lm_head"]),
+        state_bytes_per_rank=7_444_712,
     )
     with duckdb.connect(":memory:") as conn:
         ensure_tables(conn, TRAINING_TABLES)

@@ -72,6 +72,20 @@ def test_two_ranks_report_their_steps_and_rank_0_writes_the_rows_once(trained):
 
 
 @pytest.mark.slow
+def test_sharded_ranks_store_the_state_each_rank_held(trained):
+    """``sharding = "fsdp2"`` through Pipes: rank 0 stores the bytes of parameters, gradients and AdamW state a
+    rank held, about half of what each replicated rank of the same run held (``rl.sharding``)."""
+    env, _, replicated = trained
+    run_name = f"test-{uuid.uuid4().hex[:8]}"
+    assert run_job(env, run_name, sharding="fsdp2").success
+    with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+        held = {name: conn.execute("SELECT state_bytes_per_rank FROM training_runs WHERE run_id = ?",
+                                   [name]).fetchone()[0] for name in (replicated, run_name)}
+    shutil.rmtree(run_checkpoints(env, run_name), ignore_errors=True)
+    assert 0 < held[run_name] <= 0.6 * held[replicated]
+
+
+@pytest.mark.slow
 def test_a_rank_that_fails_fails_the_step_with_its_error(dagster_env, monkeypatch):
     monkeypatch.setattr(torchrun, "WORKER_MODULE", "tests.assets.training.crashing_worker")
     run_name = f"test-{uuid.uuid4().hex[:8]}"
@@ -113,6 +127,8 @@ def test_another_rank_only_trains_and_writes_nothing(dagster_env, monkeypatch):
 def test_the_launch_settings_leave_the_run_id_as_it_was():
     TrainingConfig = training_config_class(benchmark_config(BENCHMARK_CONFIG_PATH).training)
     assert TrainingConfig(nproc_per_node=4, dist_timeout_s=60).run_id() == TrainingConfig().run_id()
+    assert TrainingConfig(nproc_per_node=2, sharding="fsdp2", cpu_offload=True,
+                          gradient_checkpointing=True).run_id() == TrainingConfig().run_id()
 
 
 def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
