@@ -48,6 +48,8 @@ QUANT_REF_BITS = (4, 8, 16)
 REFERENCE_MODES = ("quantized", "lora_base")
 """The KL reference: a quantized copy (``quant_bits``), or the LoRA policy with its adapters disabled."""
 LR_SCHEDULES = ("constant", "cosine")
+ROLLOUT_MODES = ("sync", "one_step_off")
+"""Which weights sample step k's replies: those after step k-1, or after step k-2 (``rl.trainer``)."""
 SHARDING_MODES = ("none", "fsdp2")
 """How torchrun ranks hold the policy, its gradients and optimizer state (``rl.sharding``)."""
 
@@ -103,6 +105,25 @@ def rollout_ranks_problem(rollout_backend: str, ranks: int) -> str | None:
     return (f'rollout_backend = "vllm" needs nproc_per_node = 1, got {ranks} training processes '
             '(one vLLM engine per rank is not supported yet): set nproc_per_node = 1, or '
             'rollout_backend = "hf" to train on several ranks')
+
+
+def rollout_mode_problem(rollout_mode: str, rollout_backend: str, ranks: int, rollout_is: bool,
+                         algorithm: str, policy_loss: str | None) -> str | None:
+    """What ``rollout_mode = "one_step_off"`` cannot do yet (None: nothing); a multi-turn environment is
+    refused where the environment is known (``RLTrainer.rl_step``)."""
+    if rollout_mode != "one_step_off":
+        return None
+    if rollout_backend == VLLM_BACKEND:
+        return ('rollout_mode = "one_step_off" samples with a frozen copy of the policy, not a vLLM engine, yet: '
+                'set rollout_backend = "hf", or rollout_mode = "sync"')
+    if ranks > 1:
+        return (f'rollout_mode = "one_step_off" needs nproc_per_node = 1, got {ranks} (one behaviour copy per rank is '
+                'not supported yet): set rollout_mode = "sync"')
+    loss = policy_loss or ("gspo" if algorithm == "gspo" else "ppo")
+    if rollout_is and loss != "ppo":
+        return (f'rollout_is weighs the per-token ppo policy loss only, got policy_loss {loss!r}: set '
+                'policy_loss = "ppo", rollout_is = false, or rollout_mode = "sync"')
+    return None
 
 
 def sharding_problem(sharding: str, cpu_offload: bool, micro_batch_tokens: int, ranks: int) -> str | None:
@@ -240,6 +261,17 @@ class TrainingSettings:
                                    "table when it is a vLLM entry). Log-probs are always the policy's own, "
                                    "recomputed; evaluations stay greedy with hf. vllm needs vLLM installed and "
                                    "nproc_per_node = 1", check=one_of(*BACKENDS))
+    rollout_mode: str = setting("sync", help="sync (step k samples with the weights after step k-1) or one_step_off "
+                                "(step k's update uses replies sampled with the weights after step k-2, a frozen "
+                                "copy of the policy; on CPU sampled after the previous update, not beside it); "
+                                "training_steps.behaviour_step records which weights sampled each step",
+                                check=one_of(*ROLLOUT_MODES))
+    rollout_is: bool = setting(True, help="one_step_off: the PPO ratio is to the step's own start (log-probs "
+                               "recomputed) and each token's policy loss is weighted by the truncated importance "
+                               "weight min(pi_old / pi_behaviour, rollout_is_cap) (verl's rollout_is, TIS); false: "
+                               "the ratio is to the behaviour weights' log-probs, unweighted", check=boolean)
+    rollout_is_cap: float = setting(2.0, help="one_step_off with rollout_is: the importance weight's upper bound "
+                                    "(verl's 2.0)", check=positive_number)
     max_new_tokens: int = setting(4, help="maximum response length, in rollouts and held-out answers",
                                   check=positive_int)
     dynamic_sampling: bool | None = setting(None, help="DAPO's dynamic sampling: drop groups whose rewards are all "
@@ -307,6 +339,8 @@ class TrainingSettings:
                     overlong_problem(self.overlong_buffer, self.max_new_tokens),
                     reference_problem(self.reference, self.lora_rank),
                     rollout_ranks_problem(self.rollout_backend, self.nproc_per_node),
+                    rollout_mode_problem(self.rollout_mode, self.rollout_backend, self.nproc_per_node,
+                                         self.rollout_is, self.algorithm, self.policy_loss),
                     sharding_problem(self.sharding, self.cpu_offload, self.micro_batch_tokens, self.nproc_per_node))
         problem = next((p for p in problems if p), None)
         if problem is not None:

@@ -213,6 +213,7 @@ def policy_loss(
     clip_high: float = 0.2,
     dual_clip_c: float = 3.0,
     agg_mode: str = "token-mean",
+    is_weight: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """PPO's clipped surrogate (Schulman et al., 2017) with an asymmetric range and dual clip (Ye et al., 2020).
 
@@ -224,9 +225,13 @@ def policy_loss(
     ``A < 0 and l > -A * dual_clip_c``.
 
     old_logprob, logprob, advantages, response_mask: [B, T]. clip_low, clip_high in (0, 1);
-    dual_clip_c > 1. Returns :class:`PolicyLoss` (loss, clipfrac, approx_kl, dual_clipfrac), each [].
+    dual_clip_c > 1. ``is_weight`` [B, T] (detached; None: 1): multiplies each token's loss before the
+    aggregation, as verl's ``rollout_is_weights`` (``truncated_is_weight``).
+    Returns :class:`PolicyLoss` (loss, clipfrac, approx_kl, dual_clipfrac), each [].
     """
     check_tokens(logprob=logprob, old_logprob=old_logprob, advantages=advantages, response_mask=response_mask)
+    if is_weight is not None:
+        check_tokens(logprob=logprob, is_weight=is_weight)
     _check_fraction("clip_low", clip_low)
     _check_fraction("clip_high", clip_high)
     if not dual_clip_c > 1.0:
@@ -241,6 +246,8 @@ def policy_loss(
     dual_bound = -advantages * dual_clip_c  # [B, T]
     negative = advantages < 0  # [B, T]
     losses = torch.where(negative, torch.minimum(clip_loss, dual_bound), clip_loss)  # [B, T]
+    if is_weight is not None:
+        losses = losses * is_weight  # [B, T]
     loss = aggregate_loss(losses, mask, agg_mode)  # []
     with torch.no_grad():
         return PolicyLoss(
@@ -249,6 +256,26 @@ def policy_loss(
             approx_kl=masked_mean(-log_ratio, mask),  # []
             dual_clipfrac=masked_mean((negative & (clip_loss > dual_bound)).to(mask.dtype), mask),  # []
         )
+
+
+def truncated_is_weight(old_logprob: torch.Tensor, behaviour_logprob: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
+    """Truncated importance sampling (TIS; Yao et al., 2025, "Your efficient RL framework secretly brings
+    you off-policy RL training"; verl's ``rollout_is`` in token mode, ``compute_rollout_importance_weights``):
+    per token, ``w = min(exp(clamp(old_logprob - behaviour_logprob, -20, 20)), cap)``, detached.
+
+    ``old_logprob`` [B, T]: the step's start weights (the PPO ratio's denominator) on the sampled replies;
+    ``behaviour_logprob`` [B, T]: the weights that sampled them. ``cap`` > 0. Returns [B, T], no gradient;
+    the policy loss multiplies each token's loss by it (``policy_loss(is_weight=...)``).
+
+    >>> truncated_is_weight(torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, 0.0]]))
+    tensor([[2.0000, 0.3679]])
+    """
+    check_tokens(old_logprob=old_logprob, behaviour_logprob=behaviour_logprob)
+    if not cap > 0.0:
+        raise ValueError(f"cap must be positive; got {cap}")
+    with torch.no_grad():
+        log_ratio = torch.clamp(old_logprob - behaviour_logprob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [B, T]
+        return torch.exp(log_ratio).clamp(max=cap)  # [B, T]
 
 
 def value_loss(

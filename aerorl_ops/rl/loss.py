@@ -49,6 +49,7 @@ class Targets(NamedTuple):
     mask: torch.Tensor  # [B, T] 1.0 = a counted response token
     ref_logprob: torch.Tensor | None  # [B, T] the reference's log-probs, when the KL is a loss term
     old_values: torch.Tensor | None  # [B, T] the value head's values at the rollout (PPO)
+    is_weight: torch.Tensor | None = None  # [B, T] one_step_off with rollout_is: the truncated importance weight
 
     def rows(self, span: slice | torch.Tensor) -> Targets:
         """The targets of rows ``span``: a slice (a micro-batch) or a tensor of row indices."""
@@ -110,12 +111,15 @@ class RLLoss:
                    settings.value_clip, settings.policy_loss, settings.tau_pos, settings.tau_neg)
 
     def policy_term(self, old_logprob: torch.Tensor, logprob: torch.Tensor, advantages: torch.Tensor,
-                    mask: torch.Tensor) -> PolicyLoss:
-        """The policy loss ``policy_loss`` names (rl.functional), [B, T] each -> ``PolicyLoss``."""
+                    mask: torch.Tensor, is_weight: torch.Tensor | None = None) -> PolicyLoss:
+        """The policy loss ``policy_loss`` names (rl.functional), [B, T] each -> ``PolicyLoss``;
+        ``is_weight`` [B, T] (ppo only: ``config.training.rollout_mode_problem``) weighs each token's loss."""
         name = self.policy_loss
+        if is_weight is not None and name != "ppo":
+            raise ValueError(f"importance weights apply to the ppo policy loss only, not {name!r}")
         if name == "ppo":
             return policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
-                               self.dual_clip_c, self.agg_mode)
+                               self.dual_clip_c, self.agg_mode, is_weight)
         if name == "gspo":
             return gspo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
                                     self.agg_mode)
@@ -143,7 +147,7 @@ class RLLoss:
         over the same rows as ``targets``. Returns the loss weighted by ``shares`` (default: the
         micro-batch is the minibatch) and its :class:`LossStats`."""
         mask = targets.mask  # [B, T]
-        policy = self.policy_term(targets.old_logprob, logprob, targets.advantages, mask)
+        policy = self.policy_term(targets.old_logprob, logprob, targets.advantages, mask, targets.is_weight)
         loss = policy.loss if shares.policy == shares.other else torch.zeros_like(policy.loss)  # []
         if targets.ref_logprob is not None and self.kl_coef > 0:
             kl = kl_penalty(logprob, targets.ref_logprob, self.kl_kind)  # [B, T]

@@ -42,6 +42,7 @@ class StepStats:
     groups_filled: int | None = None  # RL, dynamic sampling: uninformative groups trained on (rounds ran out)
     sampling_rounds: int | None = None  # RL: rollout rounds of the step
     padded_token_fraction: float | None = None  # padding / all positions of the step's micro-batches
+    behaviour_step: int | None = None  # RL: the step after which the weights that sampled its replies were taken
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)

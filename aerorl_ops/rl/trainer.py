@@ -36,6 +36,13 @@ weights before every RL step, so step k samples with the policy after update k-1
 used: ``_score_rollout`` recomputes every token's with the policy. One process only (no engine per
 rank yet); :meth:`RLTrainer.close_rollouts` shuts the engine down.
 
+With ``rollout_mode = "one_step_off"`` the update of step k trains on replies sampled with the weights
+after step k-2 (``StepStats.behaviour_step``; sync: k-1), a frozen copy of the policy (``rl.behaviour``:
+sampled after the previous update, not beside it). The behaviour weights' log-probs of the replies are
+recomputed; with ``rollout_is`` the PPO ratio is to the step's start (``_score_rollout``) and every token's
+policy loss is weighted by ``functional.truncated_is_weight`` (verl's ``rollout_is``), else the ratio is
+to the behaviour log-probs.
+
 Deliberate simplifications: minibatches are the rollout's micro-batches in a fixed order (not
 reshuffled between epochs); one AdamW and one gradient clip over the policy and the value head
 together (they share the decoder, and the loss is one sum). With ``kl_coef = 0`` the reference is
@@ -56,14 +63,20 @@ from typing import TYPE_CHECKING
 import torch
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.config.training import TrainingSettings, rollout_ranks_problem, sharding_problem
+from aerorl_ops.config.training import (
+    TrainingSettings,
+    rollout_mode_problem,
+    rollout_ranks_problem,
+    sharding_problem,
+)
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.losses import masked_mean
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
 from aerorl_ops.rl.algorithms import build_algorithm, resolved_settings, token_rewards
+from aerorl_ops.rl.behaviour import BehaviourWeights, SamplingWeights
 from aerorl_ops.rl.checkpoint import CheckpointState
 from aerorl_ops.rl.distributed import SINGLE, DataParallel, check_accumulation
-from aerorl_ops.rl.functional import explained_variance, kl_penalty
+from aerorl_ops.rl.functional import explained_variance, kl_penalty, truncated_is_weight
 from aerorl_ops.rl.loss import LossStats, RLLoss, Targets, token_weighted_sums
 from aerorl_ops.rl.rollout import supervised_batch
 from aerorl_ops.rl.rollout_samples import RolloutSample, rollout_samples, sampled_rows
@@ -113,6 +126,8 @@ class RLTrainer:
         settings = resolved_settings(settings)  # the algorithm's defaults for what is unset
         check_accumulation(settings.grad_accumulation, dp.world_size)
         problem = (rollout_ranks_problem(settings.rollout_backend, dp.world_size)
+                   or rollout_mode_problem(settings.rollout_mode, settings.rollout_backend, dp.world_size,
+                                           settings.rollout_is, settings.algorithm, settings.policy_loss)
                    or sharding_problem(settings.sharding, settings.cpu_offload, settings.micro_batch_tokens,
                                        dp.world_size))
         if problem is not None:
@@ -132,6 +147,7 @@ class RLTrainer:
         self._synced: list[int] = []  # ids of the parameters last broadcast from rank 0
         self.rollout_engine = rollout_engine
         self._rollout_sampler: VLLMSampler | None = None  # started at the first RL step with rollout_backend = "vllm"
+        self._behaviour = BehaviourWeights()  # one_step_off: the frozen weights that sample the next step
 
     # ----- real steps on models -----
     @property
@@ -304,13 +320,27 @@ class RLTrainer:
         self._seed_step()
         self._sync_parameters()
         loaded, settings = self._policy().loaded, self.settings
-        rollout = step_rollout(loaded, env, prompts, settings, self.dp, self._sample_seed, self._synced_sampler(),
-                               more_prompts)
+        off_policy = settings.rollout_mode == "one_step_off"
+        sampling = (self._behaviour.sampling(loaded, env, self.state.step) if off_policy
+                    else SamplingWeights(loaded, False, self.state.step))
+        rollout = step_rollout(sampling.loaded, env, prompts, settings, self.dp, self._sample_seed,
+                               self._synced_sampler(), more_prompts)
         share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each
         local_rows = share.rows(loaded.device)  # [b]
         completion = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L] replies (and env tokens)
         scores = RolloutScores(*share.gather_rollout(*self._score_rollout(rollout.batches, completion[local_rows]),
                                                      device=loaded.device))  # [B, L]
+        old_logprob, is_weight = scores.logprob, None  # [B, L]: sync, the step's start sampled it
+        if sampling.off_policy:
+            (behaviour_logprob,) = share.gather_rollout(response_layout(
+                self._behaviour.logprobs(rollout.batches, loaded.model.training), completion[local_rows]),
+                device=loaded.device)  # [B, L]
+            if settings.rollout_is:
+                is_weight = truncated_is_weight(scores.logprob, behaviour_logprob, settings.rollout_is_cap)
+            else:
+                old_logprob = behaviour_logprob
+        if off_policy:
+            self._behaviour.take(loaded.model, self.state.step)  # the weights after this step's start: the next's
         mask = (completion if rollout.action_mask is None
                 else completion * rollout.action_mask[:, :completion.shape[1]])  # [B, L] the model's own tokens
         kl = (kl_penalty(scores.logprob, scores.ref_logprob, settings.kl_kind)
@@ -326,8 +356,8 @@ class RLTrainer:
             if self.dp.is_main else [], rollout.indices, rollout.token_ids, lengths, mask, outcomes.rewards,
             outcomes.correct, estimate.advantages, scores.logprob)  # the main rank's: it records them
         loss_mask = mask * ~outcomes.truncated[:, None] if settings.mask_truncated else mask  # [B, L]
-        targets = Targets(scores.logprob, estimate.advantages, estimate.returns, loss_mask,
-                          None if in_reward else scores.ref_logprob, scores.values)  # [B, L] each
+        targets = Targets(old_logprob, estimate.advantages, estimate.returns, loss_mask,
+                          None if in_reward else scores.ref_logprob, scores.values, is_weight)  # [B, L] each
         local = targets.rows(local_rows)  # [b, L] this rank's rows, at the global width
         minibatches = share.minibatches(rollout.batches, loss_mask)  # this rank's parts, the global minibatch mask
         updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
@@ -341,7 +371,8 @@ class RLTrainer:
                  **{name: self._token_mean(passes, name) for name in (
                      "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")},
                  "groups_sampled": groups.sampled, "groups_kept": groups.kept, "groups_dropped": groups.dropped,
-                 "groups_filled": groups.filled, "sampling_rounds": groups.rounds}
+                 "groups_filled": groups.filled, "sampling_rounds": groups.rounds,
+                 "behaviour_step": sampling.behaviour_step}
         if scores.values is not None:
             extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))

@@ -61,6 +61,7 @@ TRAINING_STEPS = TableSpec(
         *[(name, pa.int32()) for name in (
             "groups_sampled", "groups_kept", "groups_dropped", "groups_filled", "sampling_rounds")],
         ("padded_token_fraction", pa.float64()),
+        ("behaviour_step", pa.int32()),
     ]),
     ("run_id",),
 )

@@ -80,7 +80,8 @@ TABLES = {
         "DOUBLE, skipped BOOLEAN, peak_memory_mb DOUBLE, curriculum_stage INTEGER, episodes_seen BIGINT, "
         "approx_kl DOUBLE, dual_clip_fraction DOUBLE, value_loss DOUBLE, value_clip_fraction DOUBLE, "
         "explained_variance DOUBLE, groups_sampled INTEGER, groups_kept INTEGER, groups_dropped INTEGER, "
-        "groups_filled INTEGER, sampling_rounds INTEGER, padded_token_fraction DOUBLE"
+        "groups_filled INTEGER, sampling_rounds INTEGER, padded_token_fraction DOUBLE, "
+        "behaviour_step INTEGER"
     ),
     "training_evals": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, wall_s DOUBLE, accuracy DOUBLE, "
