@@ -8,8 +8,9 @@ kernel lets go when the process dies) and writes the pid into it:
 * left by a process that is gone (its pid still in the file): taken over, and ``log`` says so;
 * on release the pid is cleared, so a clean exit leaves nothing to take over.
 
-Under the lock, :func:`remove_leftovers` removes what a killed checkpoint write left in the run's folder
-(``rl.checkpoint`` writes into ``.step-N.<random>`` and renames aside into ``.step-N.old.<random>``).
+Under the lock, :func:`remove_leftovers` removes what a killed checkpoint write left in the run's folder:
+every checkpoint (``step-N``, ``warmup``) is written into a hidden sibling ``.<name>.<random>`` and an
+older one renamed aside into ``.<name>.old.<random>`` (``rl.checkpoint``, ``rl.sharded_checkpoint``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.models.checkpoint_refs import STEP_PREFIX
 
 if TYPE_CHECKING:
     from aerorl_ops.rl.reporters import Log
@@ -68,7 +68,7 @@ def run_lock(checkpoints_dir: Path, run_id: str, log: Log) -> Iterator[Path]:
 def remove_leftovers(run_dir: Path, run_id: str, log: Log) -> list[Path]:
     """Remove the temporary folders a killed checkpoint write left under ``run_dir`` (call it holding
     the run's lock: then no write is in progress); each removal is a warning line. Returns them."""
-    leftovers = sorted(p for p in Path(run_dir).glob(f".{STEP_PREFIX}*") if p.is_dir())
+    leftovers = sorted(p for p in Path(run_dir).glob(".*") if p.is_dir())  # only checkpoint writes make them
     for folder in leftovers:
         shutil.rmtree(folder)
         log.warning(f"run {run_id}: removed {folder.name}, a checkpoint write that did not finish ({folder})")

@@ -64,13 +64,13 @@ def test_the_lock_of_a_process_that_is_gone_is_taken_over_with_a_line(tmp_path):
 
 def test_a_killed_checkpoint_write_leaves_nothing_once_the_run_starts_again(tmp_path):
     run_dir = tmp_path / "r"
-    for name in ("step-2", ".step-4.k2j3x9", ".step-2.old.ab12cd"):
+    for name in ("step-2", "warmup", ".step-4.k2j3x9", ".step-2.old.ab12cd", ".warmup.x1y2z3"):
         (run_dir / name).mkdir(parents=True)
         (run_dir / name / "model.safetensors").write_bytes(b"w")
     log = Lines()
     removed = remove_leftovers(run_dir, "r", log)
-    assert [p.name for p in removed] == [".step-2.old.ab12cd", ".step-4.k2j3x9"]
-    assert sorted(p.name for p in run_dir.iterdir()) == ["step-2"]
+    assert [p.name for p in removed] == [".step-2.old.ab12cd", ".step-4.k2j3x9", ".warmup.x1y2z3"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["step-2", "warmup"]
     assert log.warnings == [f"run r: removed {p.name}, a checkpoint write that did not finish ({p})" for p in removed]
     assert remove_leftovers(tmp_path / "no-such-run", "x", log) == []
 
