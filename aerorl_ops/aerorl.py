@@ -11,7 +11,7 @@ AeroRL users write what its README shows::
 
 Behind it, :meth:`AeroRLConfig.settings` builds one checked ``TrainingSettings`` (``quant_ref_bits``
 is the setting ``quant_bits``; any other setting goes in ``training``), and the real machinery
-(``rl.runtimes.policy_and_reference``, ``rl.trainer.RLTrainer``) only ever sees that. What is
+(``rl.runtime.policy.policy_and_reference``, ``rl.step.trainer.RLTrainer``) only ever sees that. What is
 AeroRL's alone stays here:
 
 - ``trainer_backend`` (``TRAINER_BACKENDS``): ``auto`` and ``torch`` run this project's torch
@@ -38,8 +38,8 @@ from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.losses import masked_cross_entropy_loss
 from aerorl_ops.models.loading import ModelSource, resolve_device
-from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, ReferenceRuntime, policy_and_reference
-from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.runtime.policy import REFERENCE_QUANTIZATIONS, ReferenceRuntime, policy_and_reference
+from aerorl_ops.rl.step.trainer import RLTrainer
 
 TRAINER_BACKENDS = ("auto", "torch", "trl", "verl")
 WHERE = "AeroRLConfig"

@@ -85,7 +85,7 @@ def _train(args: argparse.Namespace) -> int:
     check_report_database(DUCKDB_PATH)  # a damaged report database is named before any work
     if args.resume is not False and _says_it_finished(checked, args.run_name or ""):
         return 0  # its rows are left as they are
-    from aerorl_ops.rl.run_inputs import check_training_inputs
+    from aerorl_ops.rl.run.inputs import check_training_inputs
 
     check_training_inputs(checked, args.settings, "aerorl train", MODELS_DIR)  # before a model loads or a job starts
     from aerorl_pipeline.instance import local_instance
@@ -122,7 +122,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _says_it_finished(settings: TrainingSettings, run_name: str) -> bool:
     """Print so when the run of ``settings`` has finished (its rows are kept as they are), before a model loads."""
-    from aerorl_ops.rl.run_id import training_run_id
+    from aerorl_ops.rl.run.run_id import training_run_id
     from aerorl_ops.storage.finished_runs import finished_at
     from assets.project import DUCKDB_PATH
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from aerorl_ops.rl.checkpoint_records import CheckpointRecord
+from aerorl_ops.rl.record.checkpoint_rows import CheckpointRecord
 from assets.metadata import readable
 
 CHECKPOINTS_ASSET = "checkpoints"

@@ -46,7 +46,7 @@ def _metadata(saved: dict[str, Path], names) -> dict[str, dg.MetadataValue]:
 
 
 def training_figures(database: str, run_id: str) -> dict[str, dg.MetadataValue]:
-    """Every training figure of ``run_id`` that its run saved (``rl.reporters.FiguresReporter``), inline;
+    """Every training figure of ``run_id`` that its run saved (``rl.record.reporters.FiguresReporter``), inline;
     a note where there was nothing to plot."""
     folder = training_plots_dir(database, run_id)
     saved = {name: folder / f"{name}.png" for name in TRAINING_FIGURES if (folder / f"{name}.png").exists()}

@@ -16,7 +16,7 @@ from aerorl_ops.models.build_progress import BUILD_LOG
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM, load_vlm, resolve_device
 from aerorl_ops.models.sources import TORCH_DTYPES, model_source
-from aerorl_ops.rl.embedded_easy_vqa import EMBEDDED_BUILDERS
+from aerorl_ops.rl.run.embedded_builds import EMBEDDED_BUILDERS
 from assets.io_managers import ParquetTableIOManager
 from assets.project import DATA_DIR, DUCKDB_PATH, MODELS_DIR
 

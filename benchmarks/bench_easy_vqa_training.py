@@ -1,6 +1,6 @@
 """Issue 11's two training targets on easy-VQA, 3 seeds each: curves, gains, control and prior.
 
-Each run is the pipeline's own training (``rl.run_inputs`` + ``rl.training_run.run_training``,
+Each run is the pipeline's own training (``rl.run.inputs`` + ``rl.run.phases.run_training``,
 what ``aerorl train`` runs) on the embedded tiny Qwen2-VL, on CPU:
 
 * ``rl``  (``aerorl train``, the defaults): a short supervised warm-up, then GRPO against the int8
@@ -38,8 +38,8 @@ from aerorl_ops.config.presets import preset_overrides
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.run_inputs import training_environments
-from aerorl_ops.rl.training_run import run_training
+from aerorl_ops.rl.run.inputs import training_environments
+from aerorl_ops.rl.run.phases import run_training
 
 TARGETS = {"rl": None, "see": "see"}
 TYPES = ("yes_no", "colour", "shape")

@@ -1,6 +1,6 @@
 """The second embedded model's build: how long it takes, and whether the model reads the image.
 
-For each ``--seeds`` value (0 is the shipped recipe, ``rl.embedded_easy_vqa.EasyVQAWarmStart``; other
+For each ``--seeds`` value (0 is the shipped recipe, ``models.embedded_easy_vqa.EasyVQAWarmStart``; other
 seeds change only the data order) the model is built from nothing in a fresh folder: the embedded
 default first (timed on its own), then the supervised run, its held-out score and the save. The
 issue's budget is 90 s on 2 cores for the whole first use; the ratio to it is printed.
@@ -30,9 +30,10 @@ from aerorl_ops.envs.easy_vqa import easy_vqa_env
 from aerorl_ops.eval_metrics.accuracy import AccuracyReport
 from aerorl_ops.eval_runner.held_out import evaluate_policy, image_swap_check, prior_evaluation
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
+from aerorl_ops.models.embedded_easy_vqa import EasyVQAWarmStart, held_out_score
 from aerorl_ops.models.entry import EMBEDDED_DEFAULT, EMBEDDED_EASY_VQA
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.rl.embedded_easy_vqa import EasyVQAWarmStart, build_tiny_qwen2vl_easy_vqa, held_out_score
+from aerorl_ops.rl.run.embedded_builds import build_tiny_qwen2vl_easy_vqa
 
 BUDGET_S = 90.0
 TYPES = ("colour", "shape", "yes_no")

@@ -33,8 +33,8 @@ from quiet_logs import quiet_model_logs
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.embedded_default import TinyQwen2VLSpec, build_tiny_qwen2vl
-from aerorl_ops.rl.runtimes import LoraBaseReference, policy_and_reference
-from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.runtime.policy import LoraBaseReference, policy_and_reference
+from aerorl_ops.rl.step.trainer import RLTrainer
 
 LARGER = TinyQwen2VLSpec(hidden_size=512, intermediate_size=1536, num_layers=4, num_attention_heads=8,
                          num_key_value_heads=4, vision_embed_dim=256, vision_depth=4, vision_heads=4)

@@ -12,9 +12,9 @@ re-invokes itself with ``--part``) so one part's peak RSS cannot hide another's:
 * ``generate``: a benchmark partition (``generation.partition_run.run_generation``, the project's
   batched generation) of ``--rows`` synthetic DocVQA/ChartQA rows (``aerorl_ops.rows``) at batch
   ``--batch``, greedy, ``--max-new-tokens`` new tokens, the model loaded in bf16;
-* ``rl``: one RL step (``rl.trainer.RLTrainer.rl_step``: rollout, reference and policy log-probs,
+* ``rl``: one RL step (``rl.step.trainer.RLTrainer.rl_step``: rollout, reference and policy log-probs,
   update) of 2 prompts x 2 samples from the easy_vqa environment, LoRA rank 8 on a bf16 policy, the
-  reference int8 (bitsandbytes), both from ``rl.runtimes.policy_and_reference(dtype=bfloat16)`` as a
+  reference int8 (bitsandbytes), both from ``rl.runtime.policy.policy_and_reference(dtype=bfloat16)`` as a
   ``[models.<key>] dtype = "bfloat16"`` base model trains. Both models are loaded before the step is
   timed.
 
@@ -306,8 +306,8 @@ def generate(folder: Path, rows_count: int, batch: int, max_new_tokens: int) -> 
 def rl_step(folder: Path, max_new_tokens: int) -> PartResult:
     from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
     from aerorl_ops.envs.registry import make_env
-    from aerorl_ops.rl.runtimes import policy_and_reference
-    from aerorl_ops.rl.trainer import RLTrainer
+    from aerorl_ops.rl.runtime.policy import policy_and_reference
+    from aerorl_ops.rl.step.trainer import RLTrainer
 
     settings = TrainingSettings(lora_rank=8, quant_bits=8, group_size=2, prompts_per_step=2,
                                 max_new_tokens=max_new_tokens)

@@ -6,7 +6,7 @@ gspo) as named, and gmpo, sapo and cispo as grpo with that ``policy_loss``.
 Each run is the pipeline's default easy-VQA training (``TRAINING_DEFAULTS``: the same config, plan
 and environments as ``aerorl train`` and the ``rl_run`` asset; embedded tiny Qwen2-VL) with only
 the algorithm and the seed changed; every algorithm-dependent setting is left unset, so each runs
-with its own defaults (``aerorl_ops.rl.algorithms``). Per run it prints the held-out accuracy
+with its own defaults (``aerorl_ops.rl.core.algorithms``). Per run it prints the held-out accuracy
 (greedy; n and binomial standard error) after the supervised warm-up and after RL (final), the
 gain final - warm-up with the standard error of the difference, per question type, the
 supervised control's accuracy and gain (same training seconds as the RL phase), and wall seconds;
@@ -41,9 +41,9 @@ from quiet_logs import quiet_model_logs
 from aerorl_ops.config.training import ALGORITHMS, TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.eval_metrics.accuracy import Accuracy
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.run_inputs import training_environments
-from aerorl_ops.rl.run_result import TrainingResult
-from aerorl_ops.rl.training_run import run_training
+from aerorl_ops.rl.record.result import TrainingResult
+from aerorl_ops.rl.run.inputs import training_environments
+from aerorl_ops.rl.run.phases import run_training
 
 LEARNED_AT = 2.0  # a gain beyond this many standard errors counts as learning
 JUMP_WINDOW, JUMP_BY = 5, 0.15

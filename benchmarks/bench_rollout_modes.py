@@ -34,8 +34,8 @@ from quiet_logs import quiet_model_logs  # noqa: E402
 from aerorl_ops.config.training import ROLLOUT_MODES, TrainingSettings  # noqa: E402
 from aerorl_ops.envs.registry import make_env  # noqa: E402
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl  # noqa: E402
-from aerorl_ops.rl.runtimes import policy_and_reference  # noqa: E402
-from aerorl_ops.rl.trainer import RLTrainer  # noqa: E402
+from aerorl_ops.rl.runtime.policy import policy_and_reference  # noqa: E402
+from aerorl_ops.rl.step.trainer import RLTrainer  # noqa: E402
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "data" / "models" / "tiny-qwen2-vl"
 

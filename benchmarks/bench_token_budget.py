@@ -11,7 +11,7 @@ prompt left-padded, reply right-padded, ``append_completions``):
 
 * fixed: ``--rows`` rows per micro-batch, contiguous (``eval_runner.episodes.micro_batches``, as the
   trainer cuts a step today);
-* budget: ``rl.token_budget.token_budget_parts`` with the smallest budget that gives as many
+* budget: ``rl.step.token_budget.token_budget_parts`` with the smallest budget that gives as many
   micro-batches as the fixed cut, or fewer.
 
 Per cut and pass, the median over ``--repeats`` of the time over all its micro-batches, repeats
@@ -49,8 +49,8 @@ from aerorl_ops.eval_runner.replies import encode_observations  # noqa: E402
 from aerorl_ops.generation.batched import eos_token_ids  # noqa: E402
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl  # noqa: E402
 from aerorl_ops.models.loading import ModelSource, load_vlm  # noqa: E402
-from aerorl_ops.rl.sequences import SequenceBatch, append_completions, completion_tokens  # noqa: E402
-from aerorl_ops.rl.token_budget import padded_fraction, token_budget_parts  # noqa: E402
+from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions, completion_tokens  # noqa: E402
+from aerorl_ops.rl.step.token_budget import padded_fraction, token_budget_parts  # noqa: E402
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "data" / "models" / "tiny-qwen2-vl"
 

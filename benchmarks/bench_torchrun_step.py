@@ -1,7 +1,7 @@
 """Seconds per RL step on 2 gloo ranks, replicated and sharded (FSDP2), against 1 process, with the same
 global batch.
 
-Both runs are the trainer of ``rl_run`` (``rl.trainer.RLTrainer``) on the embedded tiny Qwen2-VL on
+Both runs are the trainer of ``rl_run`` (``rl.step.trainer.RLTrainer``) on the embedded tiny Qwen2-VL on
 CPU, started the same way (one spawned process per rank, ``--threads`` torch threads each, a gloo
 process group only for 2 ranks): a supervised step, one untimed RL step, then ``--steps`` timed RL
 steps of ``--prompts`` prompts x ``--group-size`` replies in ``--accumulation`` micro-batches. The
@@ -33,10 +33,10 @@ from quiet_logs import quiet_model_logs
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.distributed import SINGLE, from_environment
-from aerorl_ops.rl.runtimes import policy_and_reference
-from aerorl_ops.rl.schedule import ItemSampler
-from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.runtime.distributed import SINGLE, from_environment
+from aerorl_ops.rl.runtime.policy import policy_and_reference
+from aerorl_ops.rl.step.schedule import ItemSampler
+from aerorl_ops.rl.step.trainer import RLTrainer
 
 
 def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argparse.Namespace, out: str,

@@ -30,12 +30,12 @@ from aerorl_ops.config.training import TRAINING_DEFAULTS
 from aerorl_ops.eval_runner.episodes import Sampling
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.rl.rollout import collect_rollout
-from aerorl_ops.rl.run_inputs import training_environments
-from aerorl_ops.rl.run_result import TrainingResult
-from aerorl_ops.rl.runtimes import REFERENCE_QUANTIZATIONS, reference_mode
-from aerorl_ops.rl.sequences import SequenceBatch, final_hidden_states
-from aerorl_ops.rl.training_run import run_training
+from aerorl_ops.rl.record.result import TrainingResult
+from aerorl_ops.rl.run.inputs import training_environments
+from aerorl_ops.rl.run.phases import run_training
+from aerorl_ops.rl.runtime.policy import REFERENCE_QUANTIZATIONS, reference_mode
+from aerorl_ops.rl.step.rollout import collect_rollout
+from aerorl_ops.rl.step.sequences import SequenceBatch, final_hidden_states
 
 ROLLOUT_PROMPTS = 4
 PHASES = ("no_image_prior", "base", "warmup", "final", "control")

@@ -12,7 +12,7 @@ default: the embedded tiny model), per seed:
   revision of an answer; RL is rewarded for one.
 
 Both are then scored greedily on ``--eval-size`` test questions of the two-try task
-(``rl.multi_turn.two_try_report``): first-try accuracy, accuracy within two tries (each with its
+(``rl.step.multi_turn.two_try_report``): first-try accuracy, accuracy within two tries (each with its
 binomial standard error) and how often a wrong first answer is revised to the right one. The start
 checkpoint is scored too. Whichever way it comes out is printed, with n.
 
@@ -37,10 +37,10 @@ from aerorl_ops.config.presets import PRESETS
 from aerorl_ops.config.training import TRAINING_DEFAULTS
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
-from aerorl_ops.rl.multi_turn import TwoTryReport, two_try_report
-from aerorl_ops.rl.runtimes import policy_and_reference
-from aerorl_ops.rl.schedule import ItemSampler
-from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.runtime.policy import policy_and_reference
+from aerorl_ops.rl.step.multi_turn import TwoTryReport, two_try_report
+from aerorl_ops.rl.step.schedule import ItemSampler
+from aerorl_ops.rl.step.trainer import RLTrainer
 
 
 def cell(accuracy: float, n: int) -> str:

@@ -1,6 +1,6 @@
 """vLLM rollout sampling of one RL step's replies: one request per reply (``n = 1``, each prompt's image
 sent ``group_size`` times, as rollouts did before) against one request per prompt with ``n = group_size``
-(what ``rl.rollout.sample_parts`` asks now), on the same engine, alternating, in the same run.
+(what ``rl.step.rollout.sample_parts`` asks now), on the same engine, alternating, in the same run.
 
 The pipeline's RL batch (``TRAINING_DEFAULTS``: 16 prompts x 8 samples, 4 new tokens, temperature 1)
 of easy-VQA questions, from the embedded tiny Qwen2-VL. Prints the mean seconds of each way over
@@ -41,8 +41,8 @@ def main() -> int:
     from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
     from aerorl_ops.models.entry import GenerationBackend
     from aerorl_ops.models.loading import ModelSource, load_vlm
-    from aerorl_ops.rl.run_inputs import training_environments
-    from aerorl_ops.rl.schedule import ItemSampler
+    from aerorl_ops.rl.run.inputs import training_environments
+    from aerorl_ops.rl.step.schedule import ItemSampler
 
     quiet_model_logs(args.threads)
     settings = TRAINING_DEFAULTS

@@ -61,11 +61,11 @@ def main() -> int:
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
     from aerorl_ops.models.entry import GenerationBackend
-    from aerorl_ops.rl import step_rollout as trainer_module  # where an RL step samples its parts
-    from aerorl_ops.rl.run_inputs import training_environments
-    from aerorl_ops.rl.runtimes import policy_and_reference
-    from aerorl_ops.rl.schedule import ItemSampler
-    from aerorl_ops.rl.trainer import RLTrainer
+    from aerorl_ops.rl.run.inputs import training_environments
+    from aerorl_ops.rl.runtime.policy import policy_and_reference
+    from aerorl_ops.rl.step import rollout_rounds as trainer_module  # where an RL step samples its parts
+    from aerorl_ops.rl.step.schedule import ItemSampler
+    from aerorl_ops.rl.step.trainer import RLTrainer
 
     quiet_model_logs(args.threads)
     settings = dataclasses.replace(TRAINING_DEFAULTS, kl_coef=0.0,
@@ -100,7 +100,7 @@ def main() -> int:
             began = time.perf_counter()
             stats = trainer.rl_step(train_env, items.batch(step, settings.prompts_per_step))
             wall_s = time.perf_counter() - began
-            start_s = trainer._rollout_sampler.engine.start_seconds if name == "vllm" and step == 0 else 0.0
+            start_s = trainer.rollouts.sampler.engine.start_seconds if name == "vllm" and step == 0 else 0.0
             steps.append({"step_s": wall_s, "start_s": start_s, **timings, "response_length": stats.response_length})
             print(f"{name:<5} step {step}: {wall_s:6.2f} s (sampling {timings['sample_s']:5.2f} s, weight sync "
                   f"{timings['sync_s']:5.3f} s, engine start {start_s:4.1f} s), mean reply "

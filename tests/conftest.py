@@ -57,7 +57,7 @@ def easy_vqa_model_dir(models_dir: Path, tiny_model_dir: Path) -> Path:
     """The second embedded model (the tiny one after the shipped supervised recipe on easy-VQA, ~50 s),
     built once, where ``ModelRuntime`` would build it."""
     from aerorl_ops.models.entry import EMBEDDED_EASY_VQA
-    from aerorl_ops.rl.embedded_easy_vqa import build_tiny_qwen2vl_easy_vqa
+    from aerorl_ops.rl.run.embedded_builds import build_tiny_qwen2vl_easy_vqa
 
     return build_tiny_qwen2vl_easy_vqa(models_dir / EMBEDDED_EASY_VQA)
 

@@ -39,7 +39,7 @@ from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.judge import check_judges
 from aerorl_ops.config.model_backend import BACKEND_KEYS, parse_backend
 from aerorl_ops.config.rewards import RewardSettings, parse_rewards
-from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings
+from aerorl_ops.config.scale_out import ExecutorSettings, StorageSettings, TrainingLaunchSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.models.checkpoint_refs import CheckpointRef
 from aerorl_ops.models.entry import EMBEDDED_MODELS, EMBEDDED_PREFIX, ModelEntry
@@ -79,6 +79,7 @@ class BenchmarkConfig:
     eval: EvalSettings = EvalSettings()
     executor: ExecutorSettings = ExecutorSettings()
     storage: StorageSettings = StorageSettings()
+    training_launch: TrainingLaunchSettings = TrainingLaunchSettings()
     costs: CostSettings = CostSettings()
     path: str = "<memory>"
 
@@ -107,9 +108,10 @@ class BenchmarkConfig:
 
 SECTIONS: Mapping[str, type] = {"benchmark": BenchmarkConfig, "generation": GenerationSettings,
                                 "rewards": RewardSettings, "training": TrainingSettings, "eval": EvalSettings,
-                                "executor": ExecutorSettings, "storage": StorageSettings, "costs": CostSettings}
+                                "executor": ExecutorSettings, "storage": StorageSettings,
+                                "training_launch": TrainingLaunchSettings, "costs": CostSettings}
 TABLES = ("benchmark", "models", "datasets", "generation", "rewards", "training", "eval", "executor", "storage",
-          "costs")
+          "training_launch", "costs")
 
 
 def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
@@ -206,6 +208,7 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
         executor=_parsed(ExecutorSettings, path, "executor", data.get("executor", {})),
         storage=parse_section(StorageSettings, path, "storage", data.get("storage", {})),
+        training_launch=_parsed(TrainingLaunchSettings, path, "training_launch", data.get("training_launch", {})),
         costs=parse_section(CostSettings, path, "costs", data.get("costs", {})),
         path=path,
     )

@@ -1,5 +1,5 @@
-"""Scale-out settings: where the benchmark's steps run (``[executor]``) and where partitions write
-their Parquet (``[storage]``).
+"""Scale-out settings: where the benchmark's steps run (``[executor]``), where partitions write
+their Parquet (``[storage]``) and where a training run's torchrun nodes start (``[training_launch]``).
 
 The defaults keep everything on one machine: Dagster's own executor, and the Parquet cache under
 ``data/cache``. ``kind = "celery"`` sends each step of the ``benchmark`` job to Celery workers
@@ -52,6 +52,38 @@ class ExecutorSettings:
     def __post_init__(self) -> None:
         if self.kind == "k8s" and not self.k8s_image:
             raise ValueError("[executor] kind = \"k8s\" needs k8s_image: an image with this project installed")
+
+
+TRAINING_LAUNCHERS = ("local", "k8s")
+
+
+@dataclass(frozen=True)
+class TrainingLaunchSettings:
+    """Where the torchrun nodes of a training run start when ``[training]`` asks for several ranks
+    (``nnodes`` x ``nproc_per_node`` > 1); docs/scaling-out.md."""
+
+    launcher: str = setting("local", help="local (one torchrun agent per node on this machine, a c10d rendezvous on "
+                            "localhost) or k8s (one pod per node: rank 0's through dagster-k8s's Pipes client, the "
+                            "others an indexed Job, found through a headless Service)",
+                            check=one_of(*TRAINING_LAUNCHERS))
+    namespace: str = setting("default", help="k8s: namespace of the node pods, their Job and Service", check=any_text)
+    image: str = setting("", help="k8s: image with this project installed at the same path as the Dagster step's "
+                         "(required with launcher = \"k8s\")", check=any_text)
+    cpu: str = setting("", help="k8s: CPU request and limit of each node pod (e.g. \"8\"; empty = none)",
+                       check=any_text)
+    memory: str = setting("", help="k8s: memory request and limit of each node pod (e.g. \"64Gi\"; empty = none)",
+                          check=any_text)
+    gpus: int = setting(0, help="k8s: nvidia.com/gpu request and limit of each node pod (one per rank: "
+                        "nproc_per_node)", check=non_negative_int)
+    volume_claim: str = setting("", help="k8s: a ReadWriteMany PersistentVolumeClaim mounted at the project's data/ "
+                                "and reports/ in every node pod (checkpoints, the report database); the Dagster step "
+                                "must mount it there too; empty = none", check=any_text)
+    port: int = setting(29500, help="k8s: the port node 0's torchrun agent serves the rendezvous on",
+                        check=positive_int)
+
+    def __post_init__(self) -> None:
+        if self.launcher == "k8s" and not self.image:
+            raise ValueError("[training_launch] launcher = \"k8s\" needs image: an image with this project installed")
 
 
 @dataclass(frozen=True)

@@ -38,20 +38,20 @@ ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "dapo", "gspo")
 GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo", "dapo", "gspo")
 """The algorithms whose advantages are relative within a prompt's group of samples."""
 POLICY_LOSSES = ("ppo", "gspo", "gmpo", "sapo", "cispo")
-"""Policy losses of ``rl.functional``: PPO's clipped surrogate, and GSPO's, GMPO's, SAPO's, CISPO's."""
+"""Policy losses of ``rl.core.functional``: PPO's clipped surrogate, and GSPO's, GMPO's, SAPO's, CISPO's."""
 KL_KINDS = ("k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl", "k1+", "k3+")
-"""Estimators of ``rl.functional.kl_penalty`` (kl = k1, mse = k2, low_var_kl = k3; + = k2's gradient)."""
+"""Estimators of ``rl.core.functional.kl_penalty`` (kl = k1, mse = k2, low_var_kl = k3; + = k2's gradient)."""
 KL_PLACEMENTS = ("loss", "reward")
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-"""Modes of ``rl.functional.aggregate_loss``."""
+"""Modes of ``rl.core.functional.aggregate_loss``."""
 QUANT_REF_BITS = (4, 8, 16)
 REFERENCE_MODES = ("quantized", "lora_base")
 """The KL reference: a quantized copy (``quant_bits``), or the LoRA policy with its adapters disabled."""
 LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_MODES = ("sync", "one_step_off")
-"""Which weights sample step k's replies: those after step k-1, or after step k-2 (``rl.trainer``)."""
+"""Which weights sample step k's replies: those after step k-1, or after step k-2 (``rl.step.trainer``)."""
 SHARDING_MODES = ("none", "fsdp2")
-"""How torchrun ranks hold the policy, its gradients and optimizer state (``rl.sharding``)."""
+"""How torchrun ranks hold the policy, its gradients and optimizer state (``rl.runtime.sharding``)."""
 
 
 _text_or_empty = text_or_empty("empty to turn it off")
@@ -127,7 +127,8 @@ def rollout_mode_problem(rollout_mode: str, rollout_backend: str, ranks: int, ro
 
 
 def sharding_problem(sharding: str, cpu_offload: bool, micro_batch_tokens: int, ranks: int) -> str | None:
-    """What ``sharding = "fsdp2"`` (``rl.sharding``) cannot do yet, or ``cpu_offload`` without it (None: nothing)."""
+    """What ``sharding = "fsdp2"`` (``rl.runtime.sharding``) cannot do yet, or ``cpu_offload`` without it
+    (None: nothing)."""
     if cpu_offload and sharding != "fsdp2":
         return f'cpu_offload = true needs sharding = "fsdp2" (it offloads the shards), got sharding = {sharding!r}'
     if sharding == "fsdp2" and ranks > 1 and micro_batch_tokens:
@@ -137,9 +138,22 @@ def sharding_problem(sharding: str, cpu_offload: bool, micro_batch_tokens: int, 
     return None
 
 
+def nodes_problem(nnodes: int, rollout_backend: str, rollout_mode: str) -> str | None:
+    """What ``nnodes`` > 1 torchrun nodes cannot run yet, as several ranks on one node cannot (None: nothing)."""
+    if nnodes == 1:
+        return None
+    if rollout_backend == VLLM_BACKEND:
+        return (f'rollout_backend = "vllm" needs nnodes = 1, got {nnodes} (one vLLM engine per rank is not supported '
+                'yet): set nnodes = 1, or rollout_backend = "hf"')
+    if rollout_mode == "one_step_off":
+        return (f'rollout_mode = "one_step_off" needs nnodes = 1, got {nnodes} (one behaviour copy per rank is not '
+                'supported yet): set rollout_mode = "sync"')
+    return None
+
+
 @dataclass(frozen=True)
 class TrainingSettings:
-    """A supervised warm-up, then RL against a frozen quantized reference (see ``rl.training_run``)."""
+    """A supervised warm-up, then RL against a frozen quantized reference (see ``rl.run.phases``)."""
 
     base_model: str = setting("tiny-qwen2-vl", help="model key from the config's [models], or a checkpoint directory",
                               check=text)
@@ -156,7 +170,7 @@ class TrainingSettings:
                              check=positive_int)
     algorithm: str = setting("grpo", help="grpo, dr_grpo, rloo, reinforce_pp, ppo (with a value head), dapo or gspo "
                              "(grpo's advantages with DAPO's or GSPO's settings); settings left unset take the "
-                             "algorithm's defaults (aerorl_ops.rl.algorithms)",
+                             "algorithm's defaults (aerorl_ops.rl.core.algorithms)",
                              check=one_of(*ALGORITHMS))
     steps: int = setting(60, help="RL steps after the warm-up", check=non_negative_int)
     warmup_steps: int = setting(30, help="supervised warm-up steps (stop at partial accuracy)",
@@ -331,6 +345,10 @@ class TrainingSettings:
     gradient_checkpointing: bool = setting(False, help="recompute each decoder layer's and vision block's activations "
                                            "in the backward instead of keeping them (less activation memory, about "
                                            "a third more compute, the same gradient)", check=boolean)
+    nnodes: int = setting(1, help="torchrun nodes of nproc_per_node ranks each (nnodes x nproc_per_node ranks in all): "
+                          "[training_launch] launcher = local starts one torchrun agent per node on this machine "
+                          "(a c10d rendezvous on localhost), k8s one pod per node; grad_accumulation must be a "
+                          "multiple of the ranks in all", check=positive_int)
 
     def check_rules(self, where: str) -> TrainingSettings:
         """These settings, unless a rule across settings is broken: then a ``ConfigError`` naming
@@ -341,11 +359,17 @@ class TrainingSettings:
                     rollout_ranks_problem(self.rollout_backend, self.nproc_per_node),
                     rollout_mode_problem(self.rollout_mode, self.rollout_backend, self.nproc_per_node,
                                          self.rollout_is, self.algorithm, self.policy_loss),
-                    sharding_problem(self.sharding, self.cpu_offload, self.micro_batch_tokens, self.nproc_per_node))
+                    sharding_problem(self.sharding, self.cpu_offload, self.micro_batch_tokens, self.world_size),
+                    nodes_problem(self.nnodes, self.rollout_backend, self.rollout_mode))
         problem = next((p for p in problems if p), None)
         if problem is not None:
             raise ConfigError(f"{where}: {problem}")
         return self
+
+    @property
+    def world_size(self) -> int:
+        """Training ranks in all: ``nproc_per_node`` on each of ``nnodes`` nodes (1: in the Dagster step)."""
+        return self.nnodes * self.nproc_per_node
 
     @property
     def total_steps(self) -> int:
@@ -364,7 +388,7 @@ class TrainingSettings:
 
 
 LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s", "rollout_log_rate", "sharding", "cpu_offload",
-                   "gradient_checkpointing")
+                   "gradient_checkpointing", "nnodes")
 """How a run is launched and recorded, not what it trains (the same global batch trains the same policy on
 any number of ranks, sharded or not, with activations kept or recomputed, whatever share of its replies is
 stored): left out of the run id, so a run resumes whatever its launch."""

@@ -6,7 +6,7 @@ from the policy after update k-1. The sampler returns token ids only: the traini
 own forward pass over prompt + reply to get the log-probabilities it trains on, never the engine's
 (their numerics differ: other kernels, batch composition, dtype).
 
-Replies follow ``rl.rollout.generate_replies``: prompts from the model's chat template, every
+Replies follow ``rl.step.rollout.generate_replies``: prompts from the model's chat template, every
 special or added token but EOS masked out (``suppression``), token ids up to and including the
 first EOS, text decoded without special tokens, ``truncated`` when cut at ``max_new_tokens``.
 
@@ -34,7 +34,7 @@ from aerorl_ops.models.loading import LoadedVLM, load_config
 
 
 class SamplingLike(Protocol):
-    """What :meth:`VLLMSampler.sample` reads of a sampling setting (``rl.rollout.Sampling`` has it)."""
+    """What :meth:`VLLMSampler.sample` reads of a sampling setting (``rl.step.rollout.Sampling`` has it)."""
 
     temperature: float
     top_k: int
@@ -42,7 +42,7 @@ class SamplingLike(Protocol):
 
 
 class SampledReplies(NamedTuple):
-    """Prompt-major: the ``n`` replies to prompt 0, then to prompt 1, ... (``rl.rollout.Replies``' fields)."""
+    """Prompt-major: the ``n`` replies to prompt 0, then to prompt 1, ... (``rl.step.rollout.Replies``' fields)."""
 
     token_ids: list[list[int]]  # [B * n] generated ids, up to and including the first EOS
     texts: list[str]  # [B * n] decoded, special tokens removed, stripped

@@ -23,7 +23,7 @@ MODEL_CONFIG = "config.json"
 TRAINER_STATE = "trainer_state.pt"
 VALUE_HEAD = "value_head.pt"
 OPTIMIZER_SHARDS = "optimizer_shards"
-"""A sharded run's optimizer state: a ``torch.distributed.checkpoint`` folder (``rl.sharded_checkpoint``)."""
+"""A sharded run's optimizer state: a ``torch.distributed.checkpoint`` folder (``rl.runtime.sharded_checkpoint``)."""
 COMPLETE_FILES = (MODEL_CONFIG, TRAINER_STATE)
 TRAINER_FILES = (TRAINER_STATE, VALUE_HEAD, OPTIMIZER_SHARDS)
 """What a checkpoint holds beside the policy (the optimizer and step; PPO's value head; a sharded run's

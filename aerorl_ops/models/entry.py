@@ -9,7 +9,7 @@ EMBEDDED_PREFIX = "embedded:"
 EMBEDDED_DEFAULT = "tiny-qwen2-vl"
 """The embedded default: the tiny Qwen2-VL at random init (``models.embedded_default``)."""
 EMBEDDED_EASY_VQA = "tiny-qwen2-vl-easy-vqa"
-"""The embedded default after a short supervised run on easy-VQA's train split (``rl.embedded_easy_vqa``)."""
+"""The embedded default after a short supervised run on easy-VQA's train split (``rl.run.embedded_builds``)."""
 EMBEDDED_MODELS = (EMBEDDED_DEFAULT, EMBEDDED_EASY_VQA)
 HF_BACKEND = "hf"
 VLLM_BACKEND = "vllm"

@@ -9,7 +9,7 @@ projector, by ``config.model_type`` (the token that ends a turn is read from the
   the encoder when an encoder name does.
 - ``freeze_vision_tower`` freezes the **encoder only**, in every family; the projector trains unless
   ``freeze_projector`` is set too.
-- LoRA never adapts the encoder, the projector or the LM head (``rl.lora``).
+- LoRA never adapts the encoder, the projector or the LM head (``rl.runtime.lora``).
 
 A name in the table matches a module or parameter whose qualified name ends with it, or with it
 followed by more (``visual`` matches ``model.visual.blocks.0.attn.qkv.weight``, also under peft's

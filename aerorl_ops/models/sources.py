@@ -20,7 +20,7 @@ from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_p
 EmbeddedBuilder = Callable[[Path], Path]
 """Builds an embedded model into the folder it is given (skipped when already built there); returns it."""
 BASE_BUILDERS: dict[str, EmbeddedBuilder] = {EMBEDDED_DEFAULT: build_tiny_qwen2vl}
-"""The embedded models this layer builds; the trained ones need the trainer (``rl.embedded_easy_vqa``
+"""The embedded models this layer builds; the trained ones need the trainer (``rl.run.embedded_builds``
 holds every builder), so code above ``rl`` passes that registry."""
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -1,6 +1,6 @@
 """Has a training run finished? Read from the report database before anything else of the run starts.
 
-A finished run is left as it is when its command is run again (``rl.recorded_run``); the command asks
+A finished run is left as it is when its command is run again (``rl.run.train_and_record``); the command asks
 here first, so that it says so at once instead of loading a model and starting a job.
 """
 

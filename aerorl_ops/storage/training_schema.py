@@ -36,7 +36,7 @@ TRAINING_RUNS = TableSpec(
     ("run_id",),
     renamed=(("quant_ref_bits", "quant_bits"),),  # AeroRL's name, before the setting kept its own
 )
-"""One training run (``rl.training_record.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
+"""One training run (``rl.record.rows.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
 the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected;
 ``reference_unquantized``: the linear layers a quantized reference kept in full precision (a JSON list; NULL when
 the reference is not quantized or did not load); ``state_bytes_per_rank``: the most bytes of parameters, gradients and
@@ -65,7 +65,7 @@ TRAINING_STEPS = TableSpec(
     ]),
     ("run_id",),
 )
-"""One training step: the run id, then the fields of ``aerorl_ops.rl.stats.StepStats``."""
+"""One training step: the run id, then the fields of ``aerorl_ops.rl.step.stats.StepStats``."""
 
 TRAINING_EVALS = TableSpec(
     "training_evals",

@@ -1,7 +1,7 @@
 """Asset checks on ``rl_run``: the reward-hacking guard.
 
 The check ``no_reward_hacking`` fails when the latest run's mean training reward rose while its
-held-out accuracy fell by more than its standard error (``aerorl_ops.rl.reward_hacking``): a shaped
+held-out accuracy fell by more than its standard error (``aerorl_ops.reporting.reward_hacking``): a shaped
 reward the policy learned to game. ``run_verdict`` is the plain helper, over a DuckDB connection.
 """
 
@@ -11,7 +11,7 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from aerorl_ops.rl.reward_hacking import HeldOutAccuracy, RewardHackingVerdict, reward_hacking_verdict
+from aerorl_ops.reporting.reward_hacking import HeldOutAccuracy, RewardHackingVerdict, reward_hacking_verdict
 from aerorl_ops.storage.duckdb_store import ensure_tables
 from aerorl_ops.storage.training_schema import TRAINING_TABLES
 from assets.metadata import readable

@@ -5,13 +5,13 @@ The environment (``env``, default easy-VQA) supplies training items and a fixed 
 question type, with the no-image prior and the supervised control) and the run land in DuckDB as
 they happen, with the rows the environments rejected; checkpoints under ``data/checkpoints/<run>``.
 Rerunning the same config resumes from the newest complete checkpoint, keeping every stored row; a
-finished run is not trained again (``rl.recorded_run``); ``resume=False`` starts the run over.
+finished run is not trained again (``rl.run.train_and_record``); ``resume=False`` starts the run over.
 Every checkpoint of the run is then recorded: a ``checkpoints`` row in DuckDB and a materialization of its
 ``checkpoints`` partition ``<run_id>@<step>`` (``assets.checkpoints``).
 
 With ``nproc_per_node`` > 1 the run happens on that many torchrun ranks, launched through Dagster
 Pipes (``assets.training.torchrun``); rank 0 then does what this step does in process: the library's
-``rl.recorded_run.train_and_record``, reported back as this asset's materialization.
+``rl.run.train_and_record.train_and_record``, reported back as this asset's materialization.
 """
 
 import re
@@ -23,9 +23,9 @@ from dagster_duckdb import DuckDBResource
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.checkpoint_records import record_run_checkpoints
-from aerorl_ops.rl.recorded_run import train_and_record
-from aerorl_ops.rl.run_id import training_run_id
+from aerorl_ops.rl.record.checkpoint_rows import record_run_checkpoints
+from aerorl_ops.rl.run.run_id import training_run_id
+from aerorl_ops.rl.run.train_and_record import train_and_record
 from aerorl_ops.storage.cost_views import create_cost_views
 from assets.checkpoints import record_checkpoints
 from assets.resources import ModelRuntime
@@ -66,7 +66,7 @@ class TrainingRunConfig(dg.Config):
                        named=str).check_rules(WHERE)
 
     def run_id(self) -> str:
-        """``run_name`` when set, else a stable id of the settings (``rl.run_id.training_run_id``)."""
+        """``run_name`` when set, else a stable id of the settings (``rl.run.run_id.training_run_id``)."""
         return training_run_id(TrainingSettings(**settings_values(self, TrainingSettings)), self.run_name)
 
 

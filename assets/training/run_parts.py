@@ -1,4 +1,4 @@
-"""What the ``rl_run`` step adds to the library's run (``aerorl_ops.rl.recorded_run``): the values it
+"""What the ``rl_run`` step adds to the library's run (``aerorl_ops.rl.run.train_and_record``): the values it
 hands the library from its run config and resources, the Pipes messages of a torchrun rank 0, and the
 materialization's metadata made of the run as stored."""
 
@@ -13,9 +13,9 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.checkpoint_refs import checkpoints_dir
-from aerorl_ops.rl.recorded_run import ModelPlace, RecordedRun, ReportPlace, RunOptions
-from aerorl_ops.rl.reporters import NullReporter
-from aerorl_ops.rl.stats import StepStats
+from aerorl_ops.rl.record.reporters import NullReporter
+from aerorl_ops.rl.run.train_and_record import ModelPlace, RecordedRun, ReportPlace, RunOptions
+from aerorl_ops.rl.step.stats import StepStats
 from assets.figures import training_figures
 from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime

@@ -31,8 +31,8 @@ from dagster_duckdb import DuckDBResource
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.cpu_threads import threads_per_process
-from aerorl_ops.rl.distributed import check_data_parallel
-from aerorl_ops.rl.recorded_run import RunOptions
+from aerorl_ops.rl.run.train_and_record import RunOptions
+from aerorl_ops.rl.runtime.distributed import check_data_parallel
 from assets.metadata import markdown_preview
 from assets.project import PROJECT_ROOT
 from assets.resources import ModelRuntime

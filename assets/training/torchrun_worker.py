@@ -1,8 +1,8 @@
 """One torchrun rank of a multi-process ``rl_run`` (launched by ``assets.training.torchrun``).
 
 Every rank reads the run from the Pipes context's extras and joins the process group
-(``rl.distributed.from_environment``: gloo on CPU, NCCL on ``cuda:LOCAL_RANK``). Rank 0 opens the
-Pipes message channel and runs the library's ``rl.recorded_run.train_and_record`` as the in-process
+(``rl.runtime.distributed.from_environment``: gloo on CPU, NCCL on ``cuda:LOCAL_RANK``). Rank 0 opens the
+Pipes message channel and runs the library's ``rl.run.train_and_record.train_and_record`` as the in-process
 step does (DuckDB, TensorBoard, checkpoints, evaluations), logging through Pipes, reporting each step
 and evaluation as a custom message and its metadata as the asset's materialization; the other ranks
 only train.
@@ -28,8 +28,8 @@ from dagster_duckdb import DuckDBResource  # noqa: E402
 from dagster_pipes import PipesDefaultContextLoader, PipesEnvVarParamsLoader, open_dagster_pipes  # noqa: E402
 
 from aerorl_ops.config.training import TrainingSettings  # noqa: E402
-from aerorl_ops.rl.distributed import from_environment  # noqa: E402
-from aerorl_ops.rl.recorded_run import RunOptions, train_and_record  # noqa: E402
+from aerorl_ops.rl.run.train_and_record import RunOptions, train_and_record  # noqa: E402
+from aerorl_ops.rl.runtime.distributed import from_environment  # noqa: E402
 from assets.project import benchmark_config  # noqa: E402
 from assets.resources import ModelRuntime  # noqa: E402
 from assets.training.run_parts import MessageReporter, model_place, report_place, run_metadata  # noqa: E402

@@ -12,7 +12,7 @@ import aerorl_ops
 from aerorl_ops.aerorl import AeroRLConfig, AeroRLTrainer, create_quantized_reference_runtime, wrap_vlm_for_rl
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.algorithms import resolved_settings
+from aerorl_ops.rl.core.algorithms import resolved_settings
 
 QUICKSTART = '''
 import torch

@@ -32,7 +32,7 @@ def test_each_command_names_a_damaged_database_before_any_work(tmp_path, monkeyp
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started before the report database was checked")
-    monkeypatch.setattr("aerorl_ops.rl.run_inputs.check_training_inputs", no_work)
+    monkeypatch.setattr("aerorl_ops.rl.run.inputs.check_training_inputs", no_work)
     monkeypatch.setattr("aerorl_pipeline.evaluate.check_inputs", no_work)
     monkeypatch.setattr("aerorl_pipeline.instance.local_instance", no_work)
     extra = ["--database", str(database)] if argv == ["eval"] else []

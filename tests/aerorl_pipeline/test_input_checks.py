@@ -22,7 +22,7 @@ def no_model_loads(monkeypatch, tmp_path):
     import transformers
 
     import aerorl_ops.models.sources as sources
-    import aerorl_ops.rl.embedded_easy_vqa as embedded
+    import aerorl_ops.rl.run.embedded_builds as embedded
 
     def refuse(*args, **kwargs):
         raise AssertionError("a model load happened before the input was refused")

@@ -9,7 +9,7 @@ import duckdb
 import pyarrow as pa
 
 from aerorl_ops.reporting.training_plots import training_plots_dir
-from aerorl_ops.rl.reporters import FiguresReporter
+from aerorl_ops.rl.record.reporters import FiguresReporter
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
 from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS, TRAINING_TABLES
 from assets.figures import training_figures

@@ -42,8 +42,8 @@ def model_loads(monkeypatch) -> list[str]:
 
     import aerorl_ops.models.loading as loading
     import aerorl_ops.models.sources as sources
-    import aerorl_ops.rl.embedded_easy_vqa as embedded
-    import aerorl_ops.rl.runtimes as runtimes
+    import aerorl_ops.rl.run.embedded_builds as embedded
+    import aerorl_ops.rl.runtime.policy as runtimes
     import assets.resources as resources
 
     calls: list[str] = []

@@ -232,7 +232,7 @@ def test_training_run_name_cannot_point_checkpoints_outside_data(dagster_env, mo
         checkpoint_dirs.append(Path(run.run_dir))
         raise RuntimeError("stop before training")
 
-    monkeypatch.setattr("aerorl_ops.rl.training_run.TrainingRun.run", capture_run_dir)
+    monkeypatch.setattr("aerorl_ops.rl.run.phases.TrainingRun.run", capture_run_dir)
     settings = {"run_name": "../../outside-data", "train_limit": 2, "eval_size": 2}
     rl_run = PROJECT.get_assets_def("rl_run")
     result = dg.materialize([rl_run], resources=dagster_env.resources, instance=dagster_env.instance,

@@ -84,7 +84,7 @@ def test_one_process_per_run_a_clean_stop_on_sigterm_then_resume_and_finish(isol
 
     def nothing_more(*args, **kwargs):
         raise AssertionError("a finished run checked its inputs or started a job")
-    monkeypatch.setattr("aerorl_ops.rl.run_inputs.check_training_inputs", nothing_more)
+    monkeypatch.setattr("aerorl_ops.rl.run.inputs.check_training_inputs", nothing_more)
     monkeypatch.setattr("aerorl_pipeline.instance.local_instance", nothing_more)
     started = time.monotonic()
     assert cli.main(TRAIN) == 0

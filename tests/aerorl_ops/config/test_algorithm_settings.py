@@ -9,9 +9,9 @@ import torch
 
 from aerorl_ops.config.fields import ConfigError, checked, help_of
 from aerorl_ops.config.training import ALGORITHMS, KL_KINDS, LOSS_AGG_MODES, TRAINING_DEFAULTS, TrainingSettings
-from aerorl_ops.rl.algorithms import ALGORITHMS as ALGORITHM_OBJECTS
-from aerorl_ops.rl.functional import AGGREGATORS, kl_penalty
-from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.core.algorithms import ALGORITHMS as ALGORITHM_OBJECTS
+from aerorl_ops.rl.core.functional import AGGREGATORS, kl_penalty
+from aerorl_ops.rl.step.trainer import RLTrainer
 
 
 @pytest.mark.parametrize(("name", "value", "problem"), [
@@ -57,7 +57,7 @@ def test_the_named_choices_are_the_functional_cores():
 
 
 def test_the_help_quotes_ppos_own_defaults():
-    """The help of an unset-by-default setting names ppo's default; the value itself lives in rl.algorithms."""
+    """The help of an unset-by-default setting names ppo's default; the value itself lives in rl.core.algorithms."""
     ppo = ALGORITHM_OBJECTS["ppo"].defaults
     for name in ("ppo_epochs", "entropy_coef", "gamma"):
         assert f"({getattr(ppo, name):g} for ppo" in help_of(TrainingSettings, name)

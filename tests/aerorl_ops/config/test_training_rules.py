@@ -14,7 +14,7 @@ from aerorl_ops.aerorl import AeroRLConfig
 from aerorl_ops.config.benchmark import parse_benchmark_config
 from aerorl_ops.config.fields import ConfigError, checked
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.run_inputs import training_environments
+from aerorl_ops.rl.run.inputs import training_environments
 
 GROUP_RULE = ("group_size must be >= 2 for grpo/dr_grpo/rloo/dapo/gspo (advantages are relative within a group), "
               ">= 1 otherwise, got 1")

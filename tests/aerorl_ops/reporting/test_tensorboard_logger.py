@@ -13,7 +13,7 @@ from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.eval_runner.runner import EvalOutcome, SampleRecord
 from aerorl_ops.eval_runner.summaries import setting_metrics
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, step_scalars, tensorboard_dir
-from aerorl_ops.rl.stats import StepStats
+from aerorl_ops.rl.step.stats import StepStats
 
 
 def step_stats(step: int, **values) -> StepStats:

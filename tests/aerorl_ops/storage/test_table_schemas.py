@@ -14,8 +14,8 @@ import pytest
 
 from aerorl_ops.generation.generations_table import GENERATION_SCHEMA
 from aerorl_ops.reporting.partition_summary import SummaryRow
-from aerorl_ops.rl.stats import StepStats
-from aerorl_ops.rl.training_record import TrainingRunRecord
+from aerorl_ops.rl.record.rows import TrainingRunRecord
+from aerorl_ops.rl.step.stats import StepStats
 from aerorl_ops.scoring.partition_scores import SCORE_SCHEMA
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partition
 from aerorl_ops.storage.schema import (

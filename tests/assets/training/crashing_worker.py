@@ -3,7 +3,7 @@ run ``assets.training.torchrun_worker`` unchanged. Launched as ``-m tests.assets
 
 from __future__ import annotations
 
-from aerorl_ops.rl.trainer import RLTrainer
+from aerorl_ops.rl.step.trainer import RLTrainer
 from assets.training import torchrun_worker
 
 CRASH = "rank 1 failed on purpose at its first RL step"

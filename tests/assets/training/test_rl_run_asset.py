@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from aerorl_ops.config.benchmark import parse_benchmark_config
 from aerorl_ops.models.entry import GenerationBackend
-from aerorl_ops.rl.run_inputs import rollout_engine_of
+from aerorl_ops.rl.run.inputs import rollout_engine_of
 from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH
 from tests.assets.training.run_helpers import rl_run_materialization, run_checkpoints

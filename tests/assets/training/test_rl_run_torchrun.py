@@ -13,9 +13,9 @@ import duckdb
 import pytest
 
 import assets.training.torchrun as torchrun
-from aerorl_ops.rl.distributed import DataParallel
-from aerorl_ops.rl.recorded_run import train_and_record
-from aerorl_ops.rl.training_run import TrainingRun
+from aerorl_ops.rl.run.phases import TrainingRun
+from aerorl_ops.rl.run.train_and_record import train_and_record
+from aerorl_ops.rl.runtime.distributed import DataParallel
 from aerorl_pipeline.definitions import build_definitions
 from assets.project import BENCHMARK_CONFIG_PATH, benchmark_config
 from assets.training.rl_run import training_config_class
@@ -74,7 +74,7 @@ def test_two_ranks_report_their_steps_and_rank_0_writes_the_rows_once(trained):
 @pytest.mark.slow
 def test_sharded_ranks_store_the_state_each_rank_held(trained):
     """``sharding = "fsdp2"`` through Pipes: rank 0 stores the bytes of parameters, gradients and AdamW state a
-    rank held, about half of what each replicated rank of the same run held (``rl.sharding``)."""
+    rank held, about half of what each replicated rank of the same run held (``rl.runtime.sharding``)."""
     env, _, replicated = trained
     run_name = f"test-{uuid.uuid4().hex[:8]}"
     assert run_job(env, run_name, sharding="fsdp2").success
@@ -132,7 +132,7 @@ def test_the_launch_settings_leave_the_run_id_as_it_was():
 
 
 def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
-    """A rank calls ``rl.recorded_run.train_and_record``; nothing of ``assets.training.rl_run`` is imported."""
+    """A rank calls ``rl.run.train_and_record.train_and_record``; nothing of ``assets.training.rl_run`` is imported."""
     import ast
     import inspect
 
@@ -141,4 +141,4 @@ def test_the_torchrun_worker_runs_the_library_not_the_asset_module():
     tree = ast.parse(inspect.getsource(torchrun_worker))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert "assets.training.rl_run" not in imported and "aerorl_ops.rl.recorded_run" in imported
+    assert "assets.training.rl_run" not in imported and "aerorl_ops.rl.run.train_and_record" in imported

@@ -1,0 +1,66 @@
+"""The behaviour weights of one-step off-policy rollouts (``rollout_mode = "one_step_off"``).
+
+Step k's replies are sampled with the weights after step k-2: a frozen copy of the policy, taken at the
+start of step k-1 (after its rollout, before its update) and used for step k's rollout. The first step of
+a phase, and the first after a resume, has no older copy: it samples with the policy itself, as a
+synchronous step does. Sampling runs after the previous update, not beside it: a thread would share
+torch's global RNG (each micro-batch's sampling is seeded through it) and, on a CPU, the update's cores.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+import torch
+
+from aerorl_ops.config.fields import ConfigError
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rl.step.multi_turn import max_turns
+from aerorl_ops.rl.step.sequences import SequenceBatch, completion_logprobs
+
+
+@dataclass(frozen=True)
+class SamplingWeights:
+    """What samples a step: ``loaded`` (the policy's, or the frozen copy's), whether it is the copy,
+    and the step after which its weights were taken."""
+
+    loaded: LoadedVLM
+    off_policy: bool
+    behaviour_step: int
+
+
+class BehaviourWeights:
+    """A frozen copy of the policy, refreshed once per step (module docstring)."""
+
+    def __init__(self) -> None:
+        self.model: torch.nn.Module | None = None
+        self.step: int | None = None  # the step after which ``model``'s weights were taken
+
+    def sampling(self, loaded: LoadedVLM, env: TaskEnv, step: int) -> SamplingWeights:
+        """What samples the step that starts after ``step``: the copy when there is one, else the policy."""
+        if self.model is None:
+            if max_turns(env) > 1:
+                raise ConfigError(f'rollout_mode = "one_step_off" cannot train on the multi-turn environment '
+                                  f'{env.name!r} yet: set rollout_mode = "sync"')
+            return SamplingWeights(loaded, False, step)
+        return SamplingWeights(replace(loaded, loaded_model=self.model), True, self.step)
+
+    def take(self, model: torch.nn.Module, step: int) -> None:
+        """Copy ``model``'s current weights (those after ``step``) into the frozen copy, made on first use."""
+        if self.model is None:
+            self.model = copy.deepcopy(model).requires_grad_(False)
+        else:
+            with torch.no_grad():
+                self.model.load_state_dict(model.state_dict())
+        self.step = step
+
+    def logprobs(self, batches: list[SequenceBatch], training: bool) -> torch.Tensor:
+        """The copy's log-probs of every counted token of ``batches``, flat [n], in the policy's mode
+        (``training``: dropout as the policy's scoring pass has it)."""
+        if self.model is None:
+            raise RuntimeError("no behaviour weights have been taken yet")
+        self.model.train(training)
+        with torch.no_grad():
+            return torch.cat([completion_logprobs(self.model, batch).logprobs for batch in batches])  # [n]
