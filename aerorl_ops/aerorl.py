@@ -134,13 +134,13 @@ def create_quantized_reference_runtime(model_name_or_path: str, quant_ref_bits: 
 
 class AeroRLTrainer:
     """AeroRL's trainer: its lifecycle and tensor-only ``train_step``. ``trainer`` is the real
-    ``RLTrainer`` of ``config.settings()`` (its ``supervised_step`` / ``rl_step`` need ``policy``)."""
+    ``RLTrainer`` of ``config.settings().resolve()`` (its ``supervised_step`` / ``rl_step`` need ``policy``)."""
 
     def __init__(self, config: AeroRLConfig, policy: AeroRLRuntime | None = None,
                  reference: AeroRLRuntime | None = None) -> None:
         self.config = config
         self.adapter = resolve_trainer_backend(config.trainer_backend)
-        self.trainer = RLTrainer(config.settings(), _real(policy), _real(reference))
+        self.trainer = RLTrainer(config.settings().resolve(), _real(policy), _real(reference))
         self.tensor_steps = 0
 
     def on_train_start(self) -> dict[str, Any]:

@@ -98,7 +98,15 @@ def _train(args: argparse.Namespace) -> int:
                      if getattr(args, name) is not None})
     settings["progress_bar"] = True
     run_config = {"ops": {"rl_run": {"config": settings}}, **CONSOLE_LOGS}
-    job = console_job(build_definitions(args.config).resolve_job_def("training"))
+    from dataclasses import replace
+
+    from aerorl_pipeline.stale_rows import refresh_run_rows
+    from assets.run_rows import training_rows
+
+    bench = replace(args.settings, training=checked)  # its rows assets cache what this run draws
+    defs = build_definitions(bench)
+    refresh_run_rows(defs, instance, training_rows(bench).values())  # the others are read as cached
+    job = console_job(defs.resolve_job_def("training"))
     result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
     failure = failure_from_results([result])
     if failure is not None:
@@ -126,7 +134,7 @@ def _says_it_finished(settings: TrainingSettings, run_name: str) -> bool:
     from aerorl_ops.storage.finished_runs import finished_at
     from assets.project import DUCKDB_PATH
 
-    run_id = training_run_id(settings, run_name)
+    run_id = training_run_id(settings, settings.resolve(), run_name)
     when = finished_at(DUCKDB_PATH, run_id, settings.total_steps)
     if when is not None:
         print(f"run {run_id} finished at {when:%Y-%m-%d %H:%M:%S %Z}: nothing to train "

@@ -45,7 +45,9 @@ def run_eval(args: argparse.Namespace) -> int:
     from aerorl_ops.storage.database_check import check_report_database
 
     check_report_database(args.database)  # a damaged report database is named before any work
-    check_inputs(args)
+    settings = check_inputs(args)
+    from dataclasses import replace
+
     import duckdb
     from dagster_duckdb import DuckDBResource
 
@@ -62,7 +64,13 @@ def run_eval(args: argparse.Namespace) -> int:
     resources["duckdb"] = DuckDBResource(database=str(args.database))
     run_config = {"ops": {"eval_run": {"config": {**flag_values(args, args.eval_flags), "eval_id": args.eval_id}}},
                   **CONSOLE_LOGS}
-    job = console_job(build_definitions(args.config, resources).resolve_job_def("evaluation"))
+    from aerorl_pipeline.stale_rows import refresh_run_rows
+    from assets.run_rows import eval_rows
+
+    bench = replace(args.settings, eval=settings)  # its eval_rows asset caches what this eval draws
+    defs = build_definitions(bench, resources)
+    refresh_run_rows(defs, instance, [rows for rows in [eval_rows(bench)] if rows is not None])
+    job = console_job(defs.resolve_job_def("evaluation"))
     result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
     failure = failure_from_results([result])
     if failure is not None:  # bad input (exit 2), a stop asked for by a signal, or a fault: one line

@@ -91,12 +91,21 @@ class ParquetTableIOManager(dg.ConfigurableIOManager):
 
     def load_input(self, context: dg.InputContext) -> pa.Table:
         partition_key = context.asset_partition_key if context.has_asset_partitions else None
-        path = self._path(context.asset_key, partition_key)
-        if not path.exists():
+        table = self.stored_table(context.asset_key, partition_key)
+        if table is None:
+            path = self._path(context.asset_key, partition_key)
             raise FileNotFoundError(
                 f"{context.asset_key.to_user_string()} (partition {partition_key or '-'}) has not been materialized: "
                 f"{path} is missing. Materialize it first (e.g. `aerorl bench`)."
             )
+        return table
+
+    def stored_table(self, asset_key: dg.AssetKey, partition_key: str | None = None) -> pa.Table | None:
+        """The table stored for ``asset_key`` (``partition_key``), schema metadata included; None when there is
+        none. An asset that reads another one only when it needs it (``assets.run_rows``) reads it here."""
+        path = self._path(asset_key, partition_key)
+        if not path.exists():
+            return None
         with path.open("rb") as handle:
             return pq.read_table(handle)
 

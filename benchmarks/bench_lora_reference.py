@@ -71,7 +71,7 @@ def module_bytes(model: torch.nn.Module) -> int:
 def measure(model_dir: Path, config: TrainingSettings, steps: int, prompts: int, device: str) -> Measured:
     env = make_env(TRAINING_DEFAULTS.env, split=TRAINING_DEFAULTS.train_split, limit=256, seed=config.seed)
     policy, reference = policy_and_reference(str(model_dir), config, device=device)
-    trainer = RLTrainer(config, policy)
+    trainer = RLTrainer(config.resolve(), policy)
     reference.anchor(str(model_dir), rl_start=True)
     trainer.reference = reference
     times = []

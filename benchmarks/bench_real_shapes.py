@@ -60,9 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from quiet_logs import quiet_model_logs  # noqa: E402
 
-from aerorl_ops.models.tiny_families import (  # noqa: E402
-    FAMILIES,
-    Token,
+from aerorl_ops.models.tiny_families import FAMILIES, Token  # noqa: E402
+from aerorl_ops.models.tiny_family_build import (  # noqa: E402
     family_config,
     family_processor,
     random_init_model,
@@ -314,7 +313,7 @@ def rl_step(folder: Path, max_new_tokens: int) -> PartResult:
     env = make_env(TRAINING_DEFAULTS.env, split=TRAINING_DEFAULTS.train_split, limit=16, seed=settings.seed)
     policy, reference = policy_and_reference(str(folder), settings, device="cpu", dtype=torch.bfloat16)
     loaded = policy.loaded
-    trainer = RLTrainer(settings, policy)
+    trainer = RLTrainer(settings.resolve(), policy)
     reference.anchor(str(folder), rl_start=True)
     trainer.reference = reference
     counter = FlopCounter().watch(loaded.model, "policy")

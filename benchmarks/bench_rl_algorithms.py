@@ -1,12 +1,12 @@
 """Does every RL algorithm learn? Held-out accuracy gains of every algorithm and policy loss, side by side.
 
-Recipes: each algorithm of ``config.training.ALGORITHMS`` (grpo, dr_grpo, rloo, reinforce_pp, ppo, dapo,
+Recipes: each algorithm of ``config.algorithms.ALGORITHMS`` (grpo, dr_grpo, rloo, reinforce_pp, ppo, dapo,
 gspo) as named, and gmpo, sapo and cispo as grpo with that ``policy_loss``.
 
 Each run is the pipeline's default easy-VQA training (``TRAINING_DEFAULTS``: the same config, plan
 and environments as ``aerorl train`` and the ``rl_run`` asset; embedded tiny Qwen2-VL) with only
 the algorithm and the seed changed; every algorithm-dependent setting is left unset, so each runs
-with its own defaults (``aerorl_ops.rl.core.algorithms``). Per run it prints the held-out accuracy
+with its own defaults (``aerorl_ops.config.algorithms``). Per run it prints the held-out accuracy
 (greedy; n and binomial standard error) after the supervised warm-up and after RL (final), the
 gain final - warm-up with the standard error of the difference, per question type, the
 supervised control's accuracy and gain (same training seconds as the RL phase), and wall seconds;
@@ -38,7 +38,8 @@ from pathlib import Path
 import torch
 from quiet_logs import quiet_model_logs
 
-from aerorl_ops.config.training import ALGORITHMS, TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.config.algorithms import ALGORITHMS
+from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
 from aerorl_ops.eval_metrics.accuracy import Accuracy
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.rl.record.result import TrainingResult

@@ -66,8 +66,8 @@ def mixed_rows(loaded, pages: int, questions: int, long_reply: int, short_reply:
     def reply(n: int) -> list[int]:
         return [filler] * (n - 1) + [eos]
 
-    long_rows = [(o, reply(long_reply)) for o in observe_all(docs, range(pages))]
-    short_rows = [(o, reply(short_reply)) for o in observe_all(easy, range(questions))]
+    long_rows = [(o, reply(long_reply)) for o in observe_all(docs, docs.items[:pages])]
+    short_rows = [(o, reply(short_reply)) for o in observe_all(easy, easy.items[:questions])]
     rows = [row for pair in zip(long_rows, short_rows, strict=False) for row in pair]
     rows += long_rows[len(short_rows):] + short_rows[len(long_rows):]
     return [o for o, _ in rows], [r for _, r in rows]

@@ -51,7 +51,7 @@ def rank_main(rank: int, world_size: int, port: int, model_dir: str, args: argpa
                               grad_accumulation=args.accumulation, seed=0, sharding=sharding,
                               nproc_per_node=world_size)
     policy, _ = policy_and_reference(model_dir, config, device="cpu")
-    trainer = RLTrainer(config, policy, dp=dp)
+    trainer = RLTrainer(config.resolve(), policy, dp=dp)
     env = make_env("easy_vqa", split="train", limit=256, seed=1)
     sampler = ItemSampler(env, 0)
     trainer.supervised_step(env, sampler.batch(0, args.prompts * args.group_size))

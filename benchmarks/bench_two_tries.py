@@ -80,7 +80,7 @@ def main() -> None:
         train = make_env("easy_vqa_two_tries", split="train", seed=seed + 1)
         sampler = ItemSampler(train, seed)
         policy, _ = policy_and_reference(start, config, device="cpu")
-        trainer = RLTrainer(config, policy)
+        trainer = RLTrainer(config.resolve(), policy)
         rl_seconds = 0.0
         for step in range(args.rl_steps):
             draws = partial(sampler.batch, step, config.prompts_per_step)  # dynamic sampling's further draws
@@ -89,7 +89,7 @@ def main() -> None:
         print(f"-- seed {seed}")
         show("RL", two_try_report(policy.loaded, test, held_out, config.max_new_tokens, None), rl_seconds)
         control, _ = policy_and_reference(start, config, device="cpu")
-        supervised = RLTrainer(config, control)
+        supervised = RLTrainer(config.resolve(), control)
         supervised.set_learning_rate(config.learning_rate)
         spent, step = 0.0, 0
         while step == 0 or spent < rl_seconds:

@@ -68,7 +68,7 @@ def main() -> int:
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
     bench = benchmark_config()
-    rows = [row for dataset in bench.benchmarked for row in dataset_rows(dataset).rows]
+    rows = [row for dataset in bench.benchmarked for row in dataset_rows(dataset).items]
     rows = rows[: args.rows or None]
     model_dir = build_tiny_qwen2vl(args.models_dir / "tiny-qwen2-vl")
     backends = {"hf": GenerationBackend(),

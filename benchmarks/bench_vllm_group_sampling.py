@@ -55,7 +55,7 @@ def main() -> int:
     loaded = load_vlm(ModelSource(str(model_dir)), torch.device("cpu"))
     sampling = Sampling(settings.temperature, settings.top_k, settings.top_p)
     items = ItemSampler(train_env, 0).batch(0, prompts_n)
-    observations = observe_all(train_env, items)
+    observations = observe_all(train_env, [train_env.items[i] for i in items])
     texts, images = observation_prompts(loaded, observations), [o.images for o in observations]
     rows = [k for k in range(prompts_n) for _ in range(group)]
     per_row = ([texts[k] for k in rows], [images[k] for k in rows])

@@ -92,7 +92,7 @@ def main() -> int:
     for name in args.backends:
         config = dataclasses.replace(settings, rollout_backend=name).check_rules("bench_vllm_rollouts")
         policy, _ = policy_and_reference(str(model_dir), config, device="cpu")
-        trainer = RLTrainer(config, policy, rollout_engine=engine)
+        trainer = RLTrainer(config.resolve(), policy, rollout_engine=engine)
         items = ItemSampler(train_env, config.seed)
         steps = []
         for step in range(args.steps):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple  # noqa: E402
 
 import pytest  # noqa: E402
 
-from aerorl_ops.rows import Row, synthetic_chartqa_rows, synthetic_docvqa_rows  # noqa: E402
+from aerorl_ops.rows import TaskItem, synthetic_chartqa_rows, synthetic_docvqa_rows  # noqa: E402
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -84,7 +84,7 @@ def fresh_tiny_vlm(tiny_model_dir: Path) -> LoadedVLM:
 
 
 @pytest.fixture(scope="session")
-def few_rows() -> list[Row]:
+def few_rows() -> list[TaskItem]:
     """Three DocVQA-shaped and two ChartQA-shaped synthetic rows (seed 0)."""
     return synthetic_docvqa_rows(3, seed=0) + synthetic_chartqa_rows(2, seed=0)
 
@@ -220,7 +220,7 @@ def tiny_family_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str],
     """Builds a tiny checkpoint of a VLM family (``aerorl_ops.models.tiny_families``) once per session;
     call it with the family's name. A family whose processor needs a package that is not installed
     (SmolVLM2: num2words) is skipped."""
-    from aerorl_ops.models.tiny_families import build_tiny_family
+    from aerorl_ops.models.tiny_family_build import build_tiny_family
 
     root, built = tmp_path_factory.mktemp("tiny_families"), {}
 

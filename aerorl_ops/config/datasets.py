@@ -44,12 +44,14 @@ def text_list(where: str, setting_name: str, value: object) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class DatasetSettings:
-    """One ``[datasets.<name>]`` table. ``path`` is resolved against the config file's folder."""
+    """One ``[datasets.<name>]`` table. ``path`` is resolved against the config file's folder. A table's
+    ``limit`` is at least 1; None (what a run names may draw, ``envs.configured.named_dataset``) means
+    every record of the split."""
 
     name: str
     kind: str
     split: str
-    limit: int
+    limit: int | None
     path: str | None = None
     seed: int = 0
     settings: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))

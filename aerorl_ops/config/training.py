@@ -10,8 +10,14 @@ live in ``config.presets``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from aerorl_ops.config.algorithms import (
+    ALGORITHM_SETTINGS,
+    ALGORITHMS,
+    POLICY_LOSSES,
+    algorithm_values,
+)
 from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
 from aerorl_ops.config.fields import (
     ConfigError,
@@ -32,13 +38,18 @@ from aerorl_ops.config.fields import (
     text_or_empty,
     unset_or,
 )
-from aerorl_ops.models.entry import BACKENDS, VLLM_BACKEND
+from aerorl_ops.config.training_rules import (
+    group_size_problem,
+    nodes_problem,
+    overlong_problem,
+    reference_problem,
+    rollout_mode_problem,
+    sharding_problem,
+    sleep_mode_problem,
+)
+from aerorl_ops.models.entry import BACKENDS
 
-ALGORITHMS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "ppo", "dapo", "gspo")
-GROUP_ALGORITHMS = ("grpo", "dr_grpo", "rloo", "dapo", "gspo")
 """The algorithms whose advantages are relative within a prompt's group of samples."""
-POLICY_LOSSES = ("ppo", "gspo", "gmpo", "sapo", "cispo")
-"""Policy losses of ``rl.core.functional``: PPO's clipped surrogate, and GSPO's, GMPO's, SAPO's, CISPO's."""
 KL_KINDS = ("k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl", "k1+", "k3+")
 """Estimators of ``rl.core.functional.kl_penalty`` (kl = k1, mse = k2, low_var_kl = k3; + = k2's gradient)."""
 KL_PLACEMENTS = ("loss", "reward")
@@ -75,82 +86,6 @@ def _curriculum(where: str, name: str, value: object) -> str:
     return value
 
 
-def group_size_problem(algorithm: str, group_size: int) -> str | None:
-    """What is wrong with ``group_size`` samples per prompt for ``algorithm`` (None: nothing)."""
-    if group_size >= (2 if algorithm in GROUP_ALGORITHMS else 1):
-        return None
-    return (f"group_size must be >= 2 for {'/'.join(GROUP_ALGORITHMS)} (advantages are relative within a group), "
-            f">= 1 otherwise, got {group_size!r}")
-
-
-def overlong_problem(overlong_buffer: int | None, max_new_tokens: int) -> str | None:
-    """The overlong buffer is the tail of the longest reply: it cannot be longer than the reply."""
-    if overlong_buffer is None or overlong_buffer <= max_new_tokens:
-        return None
-    return f"overlong_buffer ({overlong_buffer}) must be at most max_new_tokens ({max_new_tokens})"
-
-
-def reference_problem(reference: str, lora_rank: int) -> str | None:
-    """A ``lora_base`` reference is the LoRA policy with its adapters disabled: it needs LoRA."""
-    if reference != "lora_base" or lora_rank > 0:
-        return None
-    return ("reference must be 'quantized' when lora_rank = 0 ('lora_base' is the LoRA policy with its adapters "
-            f"disabled: set lora_rank > 0), got {reference!r}")
-
-
-def rollout_ranks_problem(rollout_backend: str, ranks: int) -> str | None:
-    """vLLM rollouts run one engine in the one training process; an engine per rank is not supported yet."""
-    if rollout_backend != VLLM_BACKEND or ranks <= 1:
-        return None
-    return (f'rollout_backend = "vllm" needs nproc_per_node = 1, got {ranks} training processes '
-            '(one vLLM engine per rank is not supported yet): set nproc_per_node = 1, or '
-            'rollout_backend = "hf" to train on several ranks')
-
-
-def rollout_mode_problem(rollout_mode: str, rollout_backend: str, ranks: int, rollout_is: bool,
-                         algorithm: str, policy_loss: str | None) -> str | None:
-    """What ``rollout_mode = "one_step_off"`` cannot do yet (None: nothing); a multi-turn environment is
-    refused where the environment is known (``RLTrainer.rl_step``)."""
-    if rollout_mode != "one_step_off":
-        return None
-    if rollout_backend == VLLM_BACKEND:
-        return ('rollout_mode = "one_step_off" samples with a frozen copy of the policy, not a vLLM engine, yet: '
-                'set rollout_backend = "hf", or rollout_mode = "sync"')
-    if ranks > 1:
-        return (f'rollout_mode = "one_step_off" needs nproc_per_node = 1, got {ranks} (one behaviour copy per rank is '
-                'not supported yet): set rollout_mode = "sync"')
-    loss = policy_loss or ("gspo" if algorithm == "gspo" else "ppo")
-    if rollout_is and loss != "ppo":
-        return (f'rollout_is weighs the per-token ppo policy loss only, got policy_loss {loss!r}: set '
-                'policy_loss = "ppo", rollout_is = false, or rollout_mode = "sync"')
-    return None
-
-
-def sharding_problem(sharding: str, cpu_offload: bool, micro_batch_tokens: int, ranks: int) -> str | None:
-    """What ``sharding = "fsdp2"`` (``rl.runtime.sharding``) cannot do yet, or ``cpu_offload`` without it
-    (None: nothing)."""
-    if cpu_offload and sharding != "fsdp2":
-        return f'cpu_offload = true needs sharding = "fsdp2" (it offloads the shards), got sharding = {sharding!r}'
-    if sharding == "fsdp2" and ranks > 1 and micro_batch_tokens:
-        return (f'sharding = "fsdp2" cannot cut micro-batches by tokens yet (micro_batch_tokens = '
-                f"{micro_batch_tokens}: the ranks would run different numbers of forward passes, each of which every "
-                'rank must join): set micro_batch_tokens = 0, or sharding = "none"')
-    return None
-
-
-def nodes_problem(nnodes: int, rollout_backend: str, rollout_mode: str) -> str | None:
-    """What ``nnodes`` > 1 torchrun nodes cannot run yet, as several ranks on one node cannot (None: nothing)."""
-    if nnodes == 1:
-        return None
-    if rollout_backend == VLLM_BACKEND:
-        return (f'rollout_backend = "vllm" needs nnodes = 1, got {nnodes} (one vLLM engine per rank is not supported '
-                'yet): set nnodes = 1, or rollout_backend = "hf"')
-    if rollout_mode == "one_step_off":
-        return (f'rollout_mode = "one_step_off" needs nnodes = 1, got {nnodes} (one behaviour copy per rank is not '
-                'supported yet): set rollout_mode = "sync"')
-    return None
-
-
 @dataclass(frozen=True)
 class TrainingSettings:
     """A supervised warm-up, then RL against a frozen quantized reference (see ``rl.run.phases``)."""
@@ -170,7 +105,7 @@ class TrainingSettings:
                              check=positive_int)
     algorithm: str = setting("grpo", help="grpo, dr_grpo, rloo, reinforce_pp, ppo (with a value head), dapo or gspo "
                              "(grpo's advantages with DAPO's or GSPO's settings); settings left unset take the "
-                             "algorithm's defaults (aerorl_ops.rl.core.algorithms)",
+                             "algorithm's defaults (aerorl_ops.config.algorithms)",
                              check=one_of(*ALGORITHMS))
     steps: int = setting(60, help="RL steps after the warm-up", check=non_negative_int)
     warmup_steps: int = setting(30, help="supervised warm-up steps (stop at partial accuracy)",
@@ -273,11 +208,16 @@ class TrainingSettings:
                                    "vllm (a vLLM engine in the training process, the policy's weights loaded into "
                                    "it before every RL step; engine settings from the base model's [models.<key>] "
                                    "table when it is a vLLM entry). Log-probs are always the policy's own, "
-                                   "recomputed; evaluations stay greedy with hf. vllm needs vLLM installed and "
-                                   "nproc_per_node = 1", check=one_of(*BACKENDS))
+                                   "recomputed; evaluations stay greedy with hf. vllm needs vLLM installed; on "
+                                   "several ranks each rank samples its share of the prompts with an engine of its "
+                                   "own (on a GPU, on the rank's device)", check=one_of(*BACKENDS))
+    vllm_sleep_mode: bool = setting(False, help="rollout_backend = vllm on GPUs: put the engine to sleep from the end "
+                                    "of each rollout until the next weight sync (vLLM's sleep mode, level 1: its KV "
+                                    "cache freed and its weights in host memory during the update); CUDA only",
+                                    check=boolean)
     rollout_mode: str = setting("sync", help="sync (step k samples with the weights after step k-1) or one_step_off "
                                 "(step k's update uses replies sampled with the weights after step k-2, a frozen "
-                                "copy of the policy; on CPU sampled after the previous update, not beside it); "
+                                "copy of the policy, sampled in a worker thread during step k-1's update); "
                                 "training_steps.behaviour_step records which weights sampled each step",
                                 check=one_of(*ROLLOUT_MODES))
     rollout_is: bool = setting(True, help="one_step_off: the PPO ratio is to the step's own start (log-probs "
@@ -356,15 +296,27 @@ class TrainingSettings:
         problems = (group_size_problem(self.algorithm, self.group_size),
                     overlong_problem(self.overlong_buffer, self.max_new_tokens),
                     reference_problem(self.reference, self.lora_rank),
-                    rollout_ranks_problem(self.rollout_backend, self.nproc_per_node),
+                    sleep_mode_problem(self.vllm_sleep_mode, self.rollout_backend),
                     rollout_mode_problem(self.rollout_mode, self.rollout_backend, self.nproc_per_node,
                                          self.rollout_is, self.algorithm, self.policy_loss),
                     sharding_problem(self.sharding, self.cpu_offload, self.micro_batch_tokens, self.world_size),
-                    nodes_problem(self.nnodes, self.rollout_backend, self.rollout_mode))
+                    nodes_problem(self.nnodes, self.rollout_mode))
         problem = next((p for p in problems if p), None)
         if problem is not None:
             raise ConfigError(f"{where}: {problem}")
         return self
+
+    def resolve(self) -> Recipe:
+        """What a run of these settings trains with: every setting of ``ALGORITHM_SETTINGS`` left unset (None)
+        filled in from the algorithm's defaults (``config.algorithms``). Called once per run, where its
+        settings come in (``rl.run.train_and_record``, ``rl.run.phases.run_training``, AeroRL's facade);
+        the library below takes the ``Recipe``.
+
+        >>> TrainingSettings(algorithm="dapo", max_new_tokens=10).resolve().overlong_buffer
+        2
+        """
+        chosen = {f.name: getattr(self, f.name) for f in fields(TrainingSettings)}
+        return Recipe(**{**chosen, **algorithm_values(self.algorithm, chosen, self.max_new_tokens)})
 
     @property
     def world_size(self) -> int:
@@ -387,11 +339,46 @@ class TrainingSettings:
         return warmup * self.warmup_batch_size + (steps - warmup) * self.prompts_per_step * self.group_size
 
 
+@dataclass(frozen=True, kw_only=True)
+class Recipe(TrainingSettings):
+    """``TrainingSettings`` with every algorithm-defaulted setting filled in (``ALGORITHM_SETTINGS``, none
+    None): what a run trains with, made once by :meth:`TrainingSettings.resolve`. Its fields are the
+    settings', in their order, so ``dataclasses.asdict`` of it is the run's recorded config."""
+
+    kl_coef: float
+    kl_kind: str
+    kl_placement: str
+    loss_agg_mode: str
+    policy_loss: str
+    ppo_epochs: int
+    clip_low: float
+    clip_high: float
+    entropy_coef: float
+    gamma: float
+    dynamic_sampling: bool
+    overlong_buffer: int
+
+    def __post_init__(self) -> None:
+        unset = [name for name in ALGORITHM_SETTINGS if getattr(self, name) is None]
+        if unset:
+            raise ValueError(f"a Recipe has every algorithm setting filled in, but {', '.join(unset)} "
+                             f"{'is' if len(unset) == 1 else 'are'} None: make it with TrainingSettings.resolve()")
+
+
+def require_recipe(settings: TrainingSettings, taker: str) -> Recipe:
+    """``settings`` when they are a ``Recipe``; else a TypeError naming ``taker`` and what to pass instead."""
+    if not isinstance(settings, Recipe):
+        raise TypeError(f"{taker} takes a Recipe, the settings resolved once for their algorithm, got "
+                        f"{type(settings).__name__}: pass settings.resolve()")
+    return settings
+
+
 LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s", "rollout_log_rate", "sharding", "cpu_offload",
-                   "gradient_checkpointing", "nnodes")
+                   "gradient_checkpointing", "nnodes", "vllm_sleep_mode")
 """How a run is launched and recorded, not what it trains (the same global batch trains the same policy on
-any number of ranks, sharded or not, with activations kept or recomputed, whatever share of its replies is
-stored): left out of the run id, so a run resumes whatever its launch."""
+any number of ranks, sharded or not, with activations kept or recomputed, the rollout engine asleep during the
+updates or not, whatever share of its replies is stored): left out of the run id, so a run resumes whatever its
+launch."""
 
 
 TRAINING_DEFAULTS = TrainingSettings()

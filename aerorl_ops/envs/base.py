@@ -1,15 +1,20 @@
 """The task-environment protocol and the single-turn environment every built-in one is.
 
-In the spirit of vlm-gym's ``BaseEnv``: ``reset(index)`` starts an episode on one item and
-returns its state and observation; ``step(state, completion)`` grades the model's reply and
-says whether the episode is done. Single-turn episodes end after one step; the ``state`` and
-``observation`` fields of :class:`StepResult` leave room for multi-turn environments.
+In the spirit of vlm-gym's ``BaseEnv``: ``reset(item)`` starts an episode on one of the environment's
+items and returns its state and observation; ``step(state, completion)`` grades the model's reply and
+says whether the episode is done. The state carries the item, so nothing is looked up again.
+Single-turn episodes end after one step; the ``state`` and ``observation`` fields of
+:class:`StepResult` leave room for multi-turn environments. Whoever drives an environment by position
+(a sampler drawing indices, an evaluation over a held-out sample) turns its indices into items once,
+with :func:`items_at`.
 
 >>> from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
->>> from aerorl_ops.envs.types import Completion, TaskData, TaskItem
->>> item = TaskItem("q1", "demo", "test", "demo.jsonl", "2+2?", ("4",), (), ())
->>> env = SingleTurnEnv("demo", TaskData([item]), ExactMatchGrader())
->>> state = EpisodeState(0, "q1")
+>>> from aerorl_ops.envs.types import Completion
+>>> from aerorl_ops.rows.load_result import LoadResult
+>>> from aerorl_ops.rows.task_item import TaskItem
+>>> item = TaskItem("q1", "demo", "test", "demo.jsonl", "2+2?", ("4",), ())
+>>> env = SingleTurnEnv("demo", LoadResult([item]), ExactMatchGrader())
+>>> state, _ = env.reset(item)
 >>> result = env.step(state, Completion("4."))
 >>> result.reward, result.done, result.info.correct
 (1.0, True, True)
@@ -17,6 +22,7 @@ says whether the episode is done. Single-turn episodes end after one step; the `
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from aerorl_ops.envs.types import (
@@ -26,11 +32,10 @@ from aerorl_ops.envs.types import (
     Observation,
     StepInfo,
     StepResult,
-    TaskData,
-    TaskItem,
     observe,
 )
-from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.load_result import LoadResult, RejectedRow
+from aerorl_ops.rows.task_item import TaskItem
 
 
 class Grader(Protocol):
@@ -46,9 +51,12 @@ class TaskEnv(Protocol):
     name: str
     rejected: list[RejectedRow]
 
+    @property
+    def items(self) -> tuple[TaskItem, ...]: ...
+
     def __len__(self) -> int: ...
 
-    def reset(self, index: int) -> tuple[EpisodeState, Observation]: ...
+    def reset(self, item: TaskItem) -> tuple[EpisodeState, Observation]: ...
 
     def step(self, state: EpisodeState, completion: Completion) -> StepResult: ...
 
@@ -58,10 +66,23 @@ class TaskEnv(Protocol):
     def counts(self) -> EnvCounts: ...
 
 
+def items_at(env: TaskEnv, indices: Iterable[int]) -> list[TaskItem]:
+    """The items of ``env`` at ``indices``, in order; an index out of range is an ``IndexError`` naming
+    the environment and its range."""
+    items = env.items
+    chosen = []
+    for index in indices:
+        if not 0 <= index < len(items):
+            raise IndexError(f"environment {env.name!r}: index {index} is out of range; it holds "
+                             f"{len(items)} items (0..{len(items) - 1})")
+        chosen.append(items[index])
+    return chosen
+
+
 class SingleTurnEnv:
     """A fixed list of items, one question per episode, graded by ``grader``."""
 
-    def __init__(self, name: str, data: TaskData, grader: Grader) -> None:
+    def __init__(self, name: str, data: LoadResult, grader: Grader) -> None:
         self.name = name
         self.items: tuple[TaskItem, ...] = tuple(data.items)
         self.rejected: list[RejectedRow] = list(data.rejected)
@@ -79,26 +100,15 @@ class SingleTurnEnv:
         return EnvCounts(read=len(self.items) + len(self.rejected), accepted=len(self.items),
                          rejected=len(self.rejected))
 
-    def item(self, index: int) -> TaskItem:
-        if not 0 <= index < len(self.items):
-            raise IndexError(f"environment {self.name!r}: index {index} is out of range; it holds "
-                             f"{len(self.items)} items (0..{len(self.items) - 1})")
-        return self.items[index]
-
     def question_type(self, index: int) -> str | None:
-        return self.item(index).question_type
+        return items_at(self, [index])[0].question_type
 
-    def reset(self, index: int) -> tuple[EpisodeState, Observation]:
-        item = self.item(index)
-        return EpisodeState(index=index, item_id=item.item_id), observe(item)
+    def reset(self, item: TaskItem) -> tuple[EpisodeState, Observation]:
+        return EpisodeState(item), observe(item)
 
     def step(self, state: EpisodeState, completion: Completion) -> StepResult:
-        item = self.item(state.index)
-        if item.item_id != state.item_id:
-            raise ValueError(f"environment {self.name!r}: state is for item {state.item_id!r} but index "
-                             f"{state.index} holds {item.item_id!r}; pass a state this environment's reset returned")
         if state.turn != 0:
-            raise ValueError(f"environment {self.name!r}: episode on item {item.item_id!r} is already done "
+            raise ValueError(f"environment {self.name!r}: episode on item {state.item.item_id!r} is already done "
                              f"(turn {state.turn}); single-turn episodes take one step, call reset again")
-        reward, info = self.grader(item, completion)
+        reward, info = self.grader(state.item, completion)
         return StepResult(reward=reward, done=True, info=info)

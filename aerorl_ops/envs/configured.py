@@ -1,17 +1,18 @@
 """Configured datasets (``[datasets.<name>]``) as environments, and their items as benchmark rows.
 
 Names become environments here: ``dataset_settings`` finds a ``[datasets.<name>]`` table (an
-unknown name lists the configured ones), ``dataset_env`` builds its environment, and ``named_env``
-resolves a name that may be a registry kind or a configured dataset (a kind wins). Every error is
-one line naming the input and listing what would have been accepted.
+unknown name lists the configured ones), ``dataset_env`` builds its environment, and ``named_dataset``
+resolves a name that may be a registry kind or a configured dataset (a kind wins) into a dataset table,
+which ``named_env`` builds. Every error is one line naming the input and listing what would have been
+accepted.
 
 ``env_kwargs`` turns a table into ``make_env`` settings (the tables themselves are checked against
 the registry's kinds by ``aerorl_ops.config.dataset_kinds.check_datasets`` when the config loads).
-``dataset_rows`` builds a dataset's environment and turns its items into :class:`Row` s, one image
-per question (an item with another number of images is rejected with the reason), ``prompt`` being
-the text the environment shows with the image, so generation asks each dataset its own way. A
-dataset with no usable row raises the environment's ``NoUsableRowsError`` (a ``ConfigError``
-holding the rejections). ``dataset_fingerprint`` says what those rows are built from, so cached ones
+``dataset_rows`` builds a dataset's environment and keeps its items as the dataset's rows, one image
+per question (an item with another number of images is rejected with the reason), each with the
+messages the environment shows it with, so generation asks each dataset its own way. A dataset with
+no usable row raises the environment's ``NoUsableRowsError`` (a ``ConfigError`` holding the
+rejections). ``dataset_fingerprint`` says what those rows are built from, so cached ones
 can be told stale (``aerorl_ops.rows.source_fingerprint``).
 """
 
@@ -29,11 +30,9 @@ from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.registry import ENVIRONMENTS, env_settings, make_env
 from aerorl_ops.envs.rejections import NoUsableRowsError
-from aerorl_ops.envs.reward_stack_grader import prompt_text
-from aerorl_ops.envs.types import TaskItem
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
-from aerorl_ops.rows.row import Row
 from aerorl_ops.rows.source_fingerprint import SourceFingerprint
+from aerorl_ops.rows.task_item import TaskItem
 
 LIST_PATH_KINDS = ("docvqa", "chartqa")
 TABLE_FILE_SUFFIXES = (".parquet", ".arrow")
@@ -81,21 +80,20 @@ def dataset_fingerprint(dataset: DatasetSettings, files: Sequence[str] = ()) -> 
     return SourceFingerprint.generated(f"synthetic {dataset.kind} rows", settings)
 
 
-def item_row(item: TaskItem, dataset: str) -> Row | RejectedRow:
-    """A task item as a benchmark row of ``dataset``, or the rejection saying why it cannot be one.
+def benchmark_row(item: TaskItem, dataset: str) -> TaskItem | RejectedRow:
+    """A task item as a benchmark row of ``dataset`` (the item, of that dataset), or the rejection saying
+    why it cannot be one.
 
     >>> item = TaskItem("q1", "easy_vqa", "test", "q.json", "What shape?", ("circle",), (b"png",),
     ...                 ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What shape?"}]},),
     ...                 question_type="shape")
-    >>> row = item_row(item, "shapes"); (row.dataset, row.prompt, row.question_type)
-    ('shapes', 'What shape?', 'shape')
+    >>> row = benchmark_row(item, "shapes"); (row.dataset, row.messages == item.messages, row.question_type)
+    ('shapes', True, 'shape')
     """
     if len(item.images) != 1:
         return RejectedRow(item.source, item.item_id, item.item_id,
                            f"has {len(item.images)} images; the benchmark shows one image per question")
-    return Row(sample_id=item.item_id, dataset=dataset, split=item.split, question=item.question,
-               answers=item.answers, image_bytes=item.images[0], source=item.source,
-               evidence_entities=item.evidence_entities, prompt=prompt_text(item), question_type=item.question_type)
+    return replace(item, dataset=dataset)
 
 
 def dataset_rows(dataset: DatasetSettings, files: Sequence[str] = ()) -> LoadResult:
@@ -104,12 +102,12 @@ def dataset_rows(dataset: DatasetSettings, files: Sequence[str] = ()) -> LoadRes
         env = make_env(dataset.kind, **env_kwargs(dataset, files))
     except FileNotFoundError as error:
         raise ConfigError(f"dataset {dataset.name!r}: {error}") from error
-    rows: list[Row] = []
+    rows: list[TaskItem] = []
     rejected = list(env.rejected)
     for item in env.items:
-        outcome = item_row(item, dataset.name)
+        outcome = benchmark_row(item, dataset.name)
         (rejected if isinstance(outcome, RejectedRow) else rows).append(outcome)
-    return LoadResult(rows=rows, rejected=rejected)
+    return LoadResult(items=rows, rejected=rejected)
 
 
 def dataset_settings(name: str, config: BenchmarkConfig, split: str = "", n: int | None = None) -> DatasetSettings:
@@ -135,26 +133,35 @@ def dataset_env(dataset: DatasetSettings) -> TaskEnv:
         raise ConfigError(f"{where}: {error}") from error
 
 
-def named_env(name: str, datasets: Sequence[DatasetSettings], split: str, limit: int | None, seed: int,
-              role: str = "environment") -> TaskEnv:
-    """The environment ``name`` names: a registry kind at ``split`` (``limit`` items, ``seed``), else one of
-    ``datasets``, which brings its own kind, path, split and settings (``limit``, when given, and ``seed``
-    replace its own). A kind wins over a dataset of the same name. An unknown name is a ConfigError naming
-    ``role`` and listing the kinds and the datasets; so is a split or file the environment cannot read."""
+def named_dataset(name: str, datasets: Sequence[DatasetSettings], split: str, limit: int | None, seed: int,
+                  role: str = "environment") -> DatasetSettings:
+    """What ``name`` names, as a dataset table: a registry kind at ``split`` (``limit`` items, None: all of
+    them; ``seed``), else one of ``datasets``, which brings its own kind, path, split and settings
+    (``limit``, when given, and ``seed`` replace its own). A kind wins over a dataset of the same name. An
+    unknown name is a ConfigError naming ``role`` and listing the kinds and the datasets. Nothing is read."""
     configured = {dataset.name: dataset for dataset in datasets}
     if name in ENVIRONMENTS:
-        kind, kwargs, where = name, {"split": split, "limit": limit, "seed": seed}, f"{role} {name!r}"
-    elif name in configured:
-        dataset = configured[name]
-        kwargs = env_kwargs(dataset)
-        kwargs.update(limit=limit or dataset.limit or None, seed=seed)
-        kind, where = dataset.kind, f"{role} {name!r} (dataset of kind {dataset.kind})"
-    else:
-        raise ConfigError(f"{role} {name!r} is neither an environment kind ({', '.join(sorted(ENVIRONMENTS))}) "
-                          f"nor a configured dataset ({', '.join(sorted(configured)) or 'none'})")
+        return DatasetSettings(name, kind=name, split=split, limit=limit, seed=seed)
+    if name in configured:
+        return replace(configured[name], limit=limit or configured[name].limit or None, seed=seed)
+    raise ConfigError(f"{role} {name!r} is neither an environment kind ({', '.join(sorted(ENVIRONMENTS))}) "
+                      f"nor a configured dataset ({', '.join(sorted(configured)) or 'none'})")
+
+
+def named_dataset_env(dataset: DatasetSettings, role: str = "environment") -> TaskEnv:
+    """The environment of ``dataset`` (what ``named_dataset`` made of a name); a split or file it cannot read
+    is a ConfigError naming ``role`` and the name."""
+    where = (f"{role} {dataset.name!r}" if dataset.name in ENVIRONMENTS
+             else f"{role} {dataset.name!r} (dataset of kind {dataset.kind})")
     try:
-        return make_env(kind, **kwargs)
+        return make_env(dataset.kind, **env_kwargs(dataset))
     except (ValueError, FileNotFoundError) as error:
         if isinstance(error, ConfigError):
             raise
         raise ConfigError(f"{where}: {error}") from error
+
+
+def named_env(name: str, datasets: Sequence[DatasetSettings], split: str, limit: int | None, seed: int,
+              role: str = "environment") -> TaskEnv:
+    """The environment ``name`` names (``named_dataset``), read from its source (``named_dataset_env``)."""
+    return named_dataset_env(named_dataset(name, datasets, split, limit, seed, role), role)

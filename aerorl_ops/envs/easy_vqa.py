@@ -27,20 +27,13 @@ from pathlib import Path
 
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
-from aerorl_ops.envs.items import (
-    ImageFileProblem,
-    ItemCandidate,
-    checked_item,
-    collect,
-    read_image_file,
-    rejection,
-    sample_indices,
-)
+from aerorl_ops.envs.items import ImageFileProblem, collect, read_image_file, sample_indices
 from aerorl_ops.envs.messages import user_message, with_instruction
 from aerorl_ops.envs.prior import QuestionPrior
 from aerorl_ops.envs.rejections import require_items
-from aerorl_ops.envs.types import TaskData
 from aerorl_ops.eval_metrics.accuracy import AccuracyReport
+from aerorl_ops.rows.load_result import LoadResult
+from aerorl_ops.rows.validation import ItemCandidate, validate_item
 
 NAME = "easy_vqa"
 SPLITS = ("train", "validation", "test")
@@ -131,7 +124,7 @@ def _candidate(source: str, split: str, question: EasyVQAQuestion, instruction: 
 
 
 def load_easy_vqa(split: str, limit: int | None = None, seed: int = 0, instruction: str = EASY_VQA_INSTRUCTION,
-                  data_dir: str | Path | None = None) -> TaskData:
+                  data_dir: str | Path | None = None) -> LoadResult:
     """Items of one split: all of them, or ``limit`` drawn with ``seed`` (see ``sample_indices``)."""
     root = _root(data_dir)
     source = str(questions_file(root, split))
@@ -146,9 +139,9 @@ def load_easy_vqa(split: str, limit: int | None = None, seed: int = 0, instructi
                 images[question.image_id] = problem
         image = images[question.image_id]
         if isinstance(image, ImageFileProblem):
-            outcomes.append(rejection(candidate, str(image)))
+            outcomes.append(candidate.rejected(str(image)))
         else:
-            outcomes.append(checked_item(replace(candidate, images=[image])))
+            outcomes.append(validate_item(replace(candidate, images=[image])))
         locators.append(candidate.locator)
     return collect(outcomes, locators)
 

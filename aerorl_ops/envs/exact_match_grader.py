@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aerorl_ops.envs.types import Completion, StepInfo, TaskItem
+from aerorl_ops.envs.types import Completion, StepInfo
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.text.exact_match import answers_match, predicted_answer
 
 

@@ -1,39 +1,20 @@
-"""Turn raw records into checked task items, or into rejections with a reason; sample records.
+"""Collect checked task items (or rejections, with a reason), and sample which records to read.
 
-The checks are the dataset rows' own (``aerorl_ops.rows.validation``): a missing or blank
-question, no answer, missing image bytes, an image PIL cannot decode or one too large, so a
-record is judged the same whether it becomes a benchmark row or an environment item. Every
-extra image of a multi-image record is checked the same way. Item ids must be unique: a
-repeat is rejected, naming where the id was first seen.
+Records are checked by the dataset rows' own checks (``aerorl_ops.rows.validation.validate_item``): a
+missing or blank question, no answer, missing image bytes, an image PIL cannot decode or one too large,
+so a record is judged the same whether it becomes a benchmark row or an environment item; every extra
+image of a multi-image record is checked the same way. Item ids must be unique: a repeat is rejected,
+naming where the id was first seen.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 
-from aerorl_ops.envs.types import Message, TaskData, TaskItem
-from aerorl_ops.rows.load_result import RejectedRow
-from aerorl_ops.rows.validation import RowCandidate, image_problem, validate_row
-
-
-@dataclass(frozen=True)
-class ItemCandidate:
-    """One record as read, before any check. ``locator`` points a person at the record."""
-
-    item_id: str | None
-    dataset: str
-    split: str
-    source: str
-    locator: str
-    question: str | bytes | None
-    answers: Sequence[str | bytes | None] | None
-    images: Sequence[bytes | None]
-    messages: Sequence[Message]
-    question_type: str | None = None
-    evidence_entities: tuple[str, ...] = field(default=())
+from aerorl_ops.rows.load_result import LoadResult, RejectedRow
+from aerorl_ops.rows.task_item import TaskItem
 
 
 class ImageFileProblem(Exception):
@@ -50,36 +31,12 @@ def read_image_file(path: Path) -> bytes:
         raise ImageFileProblem(f"image file unreadable: {path} ({error.strerror or error})") from None
 
 
-def rejection(candidate: ItemCandidate, reason: str) -> RejectedRow:
-    return RejectedRow(source=candidate.source, locator=candidate.locator, sample_id=candidate.item_id or None,
-                       reason=reason)
-
-
-def checked_item(candidate: ItemCandidate) -> TaskItem | RejectedRow:
-    """The checked item, or the rejection saying what is wrong with the record."""
-    first_image = candidate.images[0] if candidate.images else None
-    outcome = validate_row(RowCandidate(
-        sample_id=candidate.item_id, dataset=candidate.dataset, split=candidate.split, source=candidate.source,
-        locator=candidate.locator, question=candidate.question, answers=candidate.answers, image_bytes=first_image,
-        evidence_entities=candidate.evidence_entities))
-    if isinstance(outcome, RejectedRow):
-        return outcome
-    for position, image in enumerate(candidate.images[1:], start=1):
-        problem = "missing image bytes" if not image else image_problem(image)
-        if problem:
-            return rejection(candidate, f"image {position}: {problem}")
-    return TaskItem(item_id=outcome.sample_id, dataset=outcome.dataset, split=outcome.split, source=outcome.source,
-                    question=outcome.question, answers=outcome.answers, images=tuple(candidate.images),
-                    messages=tuple(candidate.messages), question_type=candidate.question_type,
-                    evidence_entities=outcome.evidence_entities)
-
-
-def collect(outcomes: Iterable[TaskItem | RejectedRow], locators: Iterable[str]) -> TaskData:
+def collect(outcomes: Iterable[TaskItem | RejectedRow], locators: Iterable[str]) -> LoadResult:
     """Items and rejections in record order; a repeated item id is rejected as a duplicate.
 
     ``locators`` gives each outcome's locator, to name where a duplicated id was first seen.
     """
-    data = TaskData()
+    data = LoadResult()
     first_seen: dict[str, str] = {}
     for outcome, locator in zip(outcomes, locators, strict=True):
         if isinstance(outcome, RejectedRow):

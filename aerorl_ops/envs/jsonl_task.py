@@ -35,11 +35,12 @@ from typing import Any
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.image_paths import ImageFolder
-from aerorl_ops.envs.items import ImageFileProblem, ItemCandidate, checked_item, collect, rejection, sample_indices
+from aerorl_ops.envs.items import ImageFileProblem, collect, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, content_parts, strip_markers, with_instruction
 from aerorl_ops.envs.rejections import require_items
-from aerorl_ops.envs.types import TaskData, TaskItem
-from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.load_result import LoadResult, RejectedRow
+from aerorl_ops.rows.task_item import TaskItem
+from aerorl_ops.rows.validation import ItemCandidate, validate_item
 from aerorl_ops.text.exact_match import last_boxed
 
 
@@ -90,23 +91,23 @@ def _item(record: dict[str, Any], base: ItemCandidate, folder: ImageFolder, inst
     paths = record.get("image")
     paths = paths if isinstance(paths, list) else [paths]
     if not paths or not all(isinstance(name, str) and name.strip() for name in paths):
-        return rejection(base, "missing image path (field 'image' must name an image file, or a list of them)")
+        return base.rejected("missing image path (field 'image' must name an image file, or a list of them)")
     question = record.get("question")
     if not isinstance(question, str):
-        return checked_item(replace(base, question=question))  # rejected for its question, in the check's words
+        return validate_item(replace(base, question=question))  # rejected for its question, in the check's words
     try:
         images = [folder.read(name) for name in paths]
         messages = [{"role": "user", "content": content_parts(with_instruction(question, instruction), len(paths))}]
     except (ImageFileProblem, MarkerMismatch) as problem:
-        return rejection(base, str(problem))
+        return base.rejected(str(problem))
     kind = record.get(type_field) if type_field else None
-    return checked_item(replace(base, question=strip_markers(question), answers=answer_aliases(record),
+    return validate_item(replace(base, question=strip_markers(question), answers=answer_aliases(record),
                                 images=images, messages=messages, question_type=None if kind is None else str(kind)))
 
 
 def load_jsonl(path: str | Path, split: str = "train", limit: int | None = None, seed: int = 0,
                name: str | None = None, instruction: str = "", type_field: str | None = None,
-               image_roots: Sequence[str] = ()) -> TaskData:
+               image_roots: Sequence[str] = ()) -> LoadResult:
     """Items of one MAYE-format JSONL file (see the module docstring)."""
     path = Path(path)
     folder = ImageFolder.of(path.parent, image_roots)
@@ -122,7 +123,7 @@ def load_jsonl(path: str | Path, split: str = "train", limit: int | None = None,
         try:
             record = parse_line(raw)
         except BadLine as problem:
-            outcomes.append(rejection(base, str(problem)))
+            outcomes.append(base.rejected(str(problem)))
         else:
             if record.get("id") is not None and str(record["id"]).strip():
                 base = replace(base, item_id=str(record["id"]).strip())

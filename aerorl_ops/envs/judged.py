@@ -20,11 +20,11 @@ from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.judge import JudgeSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.registry import ENVIRONMENTS
-from aerorl_ops.envs.reward_stack_grader import prompt_text
 from aerorl_ops.envs.wrapped import WrappedEnv
 from aerorl_ops.models.loading import load_vlm
 from aerorl_ops.models.sources import BASE_BUILDERS, TORCH_DTYPES, EmbeddedBuilder, model_source
 from aerorl_ops.rewards.judge import GradeCache, JudgedScores, JudgeModel, JudgeScorer, JudgeTriple, MemoryGradeCache
+from aerorl_ops.rows.task_item import TaskItem, prompt_text
 from aerorl_ops.scoring.judge_model import TransformersJudge
 
 
@@ -58,10 +58,10 @@ class JudgedEnv(WrappedEnv):
     def __repr__(self) -> str:
         return f"JudgedEnv({self.env!r}, judge={self.scorer.judge.key!r}, weight={self.weight})"
 
-    def judge(self, indices: Sequence[int], texts: Sequence[str]) -> JudgedScores:
-        """The judge's scores of reply ``texts`` to the items at ``indices`` (one batch API call)."""
-        triples = [JudgeTriple(prompt_text(self.items[index]), tuple(self.items[index].answers), text)
-                   for index, text in zip(indices, texts, strict=True)]
+    def judge(self, items: Sequence[TaskItem], texts: Sequence[str]) -> JudgedScores:
+        """The judge's scores of reply ``texts`` to ``items`` (one batch API call)."""
+        triples = [JudgeTriple(prompt_text(item), tuple(item.answers), text)
+                   for item, text in zip(items, texts, strict=True)]
         judged = self.scorer.scores(triples)
         self.tally.add(judged)
         return judged

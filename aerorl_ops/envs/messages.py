@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from aerorl_ops.envs.types import Message
+from aerorl_ops.rows.task_item import Message
 
 IMAGE_MARKER = "<image>"
 _MARKER_SPLIT = re.compile(f"({re.escape(IMAGE_MARKER)})")

@@ -38,12 +38,13 @@ import pyarrow as pa
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.image_paths import ImageFolder
-from aerorl_ops.envs.items import ImageFileProblem, ItemCandidate, checked_item, collect, rejection, sample_indices
+from aerorl_ops.envs.items import ImageFileProblem, collect, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, messages_with_images, strip_markers
 from aerorl_ops.envs.rejections import require_items
-from aerorl_ops.envs.types import TaskData, TaskItem
-from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.table_files import MissingColumnError, TableFile
+from aerorl_ops.rows.task_item import TaskItem
+from aerorl_ops.rows.validation import ItemCandidate, validate_item
 
 REQUIRED_COLUMNS = ("prompt", "images", "reward_model")
 OPTIONAL_COLUMNS = ("data_source", "extra_info")
@@ -81,15 +82,15 @@ def _item(record: dict[str, Any], base: ItemCandidate, folder: ImageFolder,
           type_column: str | None) -> TaskItem | RejectedRow:
     prompt, images = record["prompt"], record["images"] or []
     if not isinstance(prompt, list):
-        return rejection(base, f"prompt is a {type(prompt).__name__}, expected a list of chat messages")
+        return base.rejected(f"prompt is a {type(prompt).__name__}, expected a list of chat messages")
     try:
         messages = messages_with_images(prompt, len(images))
         encoded = [image_bytes(image, folder) for image in images]
     except (MarkerMismatch, ImageFileProblem) as problem:
-        return rejection(base, str(problem))
+        return base.rejected(str(problem))
     kind = record.get(type_column) if type_column else None
     answers = ground_truth_aliases(record["reward_model"])
-    return checked_item(replace(base, question=question_text(prompt), answers=answers, images=encoded,
+    return validate_item(replace(base, question=question_text(prompt), answers=answers, images=encoded,
                                 messages=messages, question_type=None if kind is None else str(kind)))
 
 
@@ -108,7 +109,8 @@ def _row_count(table_file: TableFile) -> int:
 
 
 def load_parquet(path: str | Path, split: str = "train", limit: int | None = None, seed: int = 0,
-                 name: str | None = None, type_column: str | None = None, image_roots: Sequence[str] = ()) -> TaskData:
+                 name: str | None = None, type_column: str | None = None,
+                 image_roots: Sequence[str] = ()) -> LoadResult:
     """Items of one verl-format Parquet (or Arrow) file (see the module docstring)."""
     path = Path(path)
     if not path.is_file():

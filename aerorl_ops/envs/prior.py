@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from aerorl_ops.envs.types import TaskItem
 from aerorl_ops.eval_metrics.accuracy import AccuracyReport, accuracy_report
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.text.exact_match import answers_match
 
 

@@ -21,8 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.envs.types import TaskData
-from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.storage.duckdb_store import PartitionWrite, rejected_rows_table
 from aerorl_ops.storage.schema import REJECTED_ROWS
 
@@ -108,7 +107,7 @@ class NoUsableRowsError(ConfigError):
         super().__init__(f"dataset {dataset!r} ({source}) has no usable row: {problem}")
 
 
-def require_items(data: TaskData, dataset: str, source: str) -> TaskData:
+def require_items(data: LoadResult, dataset: str, source: str) -> LoadResult:
     """``data`` when it holds at least one item, else :class:`NoUsableRowsError` naming ``dataset``
     and ``source`` (its file or folder)."""
     if not data.items:

@@ -13,21 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aerorl_ops.envs.types import Completion, StepInfo, TaskItem
+from aerorl_ops.envs.types import Completion, StepInfo
 from aerorl_ops.metrics import ANLS_CORRECT, RELAXED_ACCURACY_CORRECT
 from aerorl_ops.rewards.context import RewardContext
 from aerorl_ops.rewards.dataset_metrics import dataset_metric
 from aerorl_ops.rewards.stack import WeightedRewardStack
 from aerorl_ops.rewards.verifiers import prediction_text
+from aerorl_ops.rows.task_item import TaskItem, prompt_text
 from aerorl_ops.text.answers import extract_answer
 
 CORRECT_AT: Mapping[str, float] = {"anls": ANLS_CORRECT, "relaxed_accuracy": RELAXED_ACCURACY_CORRECT}
-
-
-def prompt_text(item: TaskItem) -> str:
-    """The text the user turns show, image placeholders left out."""
-    return "".join(part.get("text", "") for message in item.messages if message.get("role") == "user"
-                   for part in message["content"] if isinstance(part, dict))
 
 
 def reward_context(item: TaskItem, completion: Completion) -> RewardContext:

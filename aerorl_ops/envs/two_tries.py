@@ -10,10 +10,12 @@ and ``info.components["first_try_correct"]`` says whether the first answer was.
 
 >>> from aerorl_ops.envs.base import SingleTurnEnv
 >>> from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
->>> from aerorl_ops.envs.types import Completion, TaskData, TaskItem
->>> item = TaskItem("q1", "demo", "test", "demo.jsonl", "2+2?", ("4",), (), ())
->>> env = TwoTriesEnv(SingleTurnEnv("demo", TaskData([item]), ExactMatchGrader()))
->>> state, _ = env.reset(0)
+>>> from aerorl_ops.envs.types import Completion
+>>> from aerorl_ops.rows.load_result import LoadResult
+>>> from aerorl_ops.rows.task_item import TaskItem
+>>> item = TaskItem("q1", "demo", "test", "demo.jsonl", "2+2?", ("4",), ())
+>>> env = TwoTriesEnv(SingleTurnEnv("demo", LoadResult([item]), ExactMatchGrader()))
+>>> state, _ = env.reset(item)
 >>> first = env.step(state, Completion("5"))
 >>> first.reward, first.done, first.observation.messages[0]["content"][0]["text"]
 (0.0, False, 'Incorrect, look again.')
@@ -29,6 +31,7 @@ from dataclasses import replace
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.types import Completion, EpisodeState, Observation, StepInfo, StepResult, observe
 from aerorl_ops.envs.wrapped import WrappedEnv
+from aerorl_ops.rows.task_item import TaskItem
 
 FEEDBACK = "Incorrect, look again."
 SECOND_TRY_REWARD = 0.5
@@ -54,7 +57,7 @@ class TwoTriesEnv(WrappedEnv):
 
     def step(self, state: EpisodeState, completion: Completion) -> StepResult:
         if state.turn not in (0, 1):
-            raise ValueError(f"environment {self.name!r}: episode on item {state.item_id!r} is already done "
+            raise ValueError(f"environment {self.name!r}: episode on item {state.item.item_id!r} is already done "
                              f"(turn {state.turn}); two-try episodes take at most two steps, call reset again")
         graded = self.env.step(replace(state, turn=0), completion)
         info = graded.info
@@ -62,18 +65,18 @@ class TwoTriesEnv(WrappedEnv):
             components = {**info.components, "first_try_correct": float(info.correct)}
             if info.correct:
                 return StepResult(graded.reward, True, replace(info, components=components))
-            feedback = self._feedback(state.index)
+            feedback = self._feedback(state.item)
             return StepResult(0.0, False, replace(info, components=components), feedback, replace(state, turn=1))
         components = {**info.components, "first_try_correct": 0.0}
         return StepResult(self.second_try_reward * graded.reward, True, StepInfo(components, info.correct,
                                                                                   info.prediction))
 
 
-    def _feedback(self, index: int) -> Observation:
+    def _feedback(self, item: TaskItem) -> Observation:
         text = {"type": "text", "text": self.feedback}
         if not self.show_images_again:
             return Observation(images=(), messages=[{"role": "user", "content": [text]}])
-        images = observe(self.items[index]).images
+        images = observe(item).images
         return Observation(images=images, messages=[
             {"role": "user", "content": [*({"type": "image"} for _ in images), text]}])
 

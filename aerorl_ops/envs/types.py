@@ -1,14 +1,10 @@
 """The values that travel between a task environment and whoever drives it (a trainer, an evaluator).
 
-A *task item* is one question as the environment holds it: text, every acceptable answer,
-the encoded images and the chat messages that show them. ``reset`` turns an item into an
-:class:`Observation` (decoded images plus fresh messages); ``step`` turns a
-:class:`Completion` into a :class:`StepResult` whose :class:`StepInfo` says whether the
-answer is right, apart from the shaped reward.
-
-Messages use the Hugging Face / Qwen2-VL chat form: ``{"role": ..., "content": [parts]}``
-with ``{"type": "image"}`` placeholders (one per image, in image order) and
-``{"type": "text", "text": ...}`` parts, which the processor's chat template renders.
+An environment holds :class:`~aerorl_ops.rows.task_item.TaskItem` s (``aerorl_ops.rows.task_item``:
+the one record of a question, with the chat messages that show it). ``reset`` turns an item into an
+:class:`EpisodeState` (the item itself and the turn) and an :class:`Observation` (decoded images plus
+fresh messages); ``step`` turns a :class:`Completion` into a :class:`StepResult` whose
+:class:`StepInfo` says whether the answer is right, apart from the shaped reward.
 """
 
 from __future__ import annotations
@@ -16,54 +12,12 @@ from __future__ import annotations
 import copy
 import io
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from PIL import Image
 
-from aerorl_ops.rows.load_result import RejectedRow
-
-Message = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class TaskItem:
-    """One question of a task.
-
-    ``question`` is the question text with image markers removed (what a no-image prior keys
-    on); ``messages`` are what the model is shown; ``images`` are encoded image bytes in the
-    order of the messages' image placeholders. ``evidence_entities`` feed the grounding reward
-    and default to the answers. ``question_type`` groups items for per-type accuracy.
-    """
-
-    item_id: str
-    dataset: str
-    split: str
-    source: str
-    question: str
-    answers: tuple[str, ...]
-    images: tuple[bytes, ...]
-    messages: tuple[Message, ...]
-    question_type: str | None = None
-    evidence_entities: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "answers", tuple(self.answers))
-        object.__setattr__(self, "images", tuple(self.images))
-        object.__setattr__(self, "messages", tuple(self.messages))
-        object.__setattr__(self, "evidence_entities", tuple(self.evidence_entities or self.answers))
-
-
-@dataclass(frozen=True)
-class TaskData:
-    """What an environment loader hands back: every record read is an item or a rejection."""
-
-    items: list[TaskItem] = field(default_factory=list)
-    rejected: list[RejectedRow] = field(default_factory=list)
-
-    @property
-    def records_read(self) -> int:
-        return len(self.items) + len(self.rejected)
+from aerorl_ops.rows.task_item import Message, TaskItem
 
 
 @dataclass(frozen=True)
@@ -85,10 +39,9 @@ def observe(item: TaskItem) -> Observation:
 
 @dataclass(frozen=True)
 class EpisodeState:
-    """Where an episode stands: which item it is about and how many turns were taken."""
+    """Where an episode stands: the item it is about and how many turns were taken."""
 
-    index: int
-    item_id: str
+    item: TaskItem
     turn: int = 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepResult
+from aerorl_ops.rows.task_item import TaskItem
 
 
 class WrappedEnv:
@@ -24,7 +25,7 @@ class WrappedEnv:
         return int(getattr(self.env, "max_turns", 1))
 
     @property
-    def items(self):
+    def items(self) -> tuple[TaskItem, ...]:
         return self.env.items
 
     @property
@@ -34,8 +35,8 @@ class WrappedEnv:
     def question_type(self, index: int) -> str | None:
         return self.env.question_type(index)
 
-    def reset(self, index: int) -> tuple[EpisodeState, Observation]:
-        return self.env.reset(index)
+    def reset(self, item: TaskItem) -> tuple[EpisodeState, Observation]:
+        return self.env.reset(item)
 
     def step(self, state: EpisodeState, completion: Completion) -> StepResult:
         return self.env.step(state, completion)

@@ -1,7 +1,7 @@
 """Replies of a VLM to episodes of a task environment, graded: what a greedy held-out evaluation and a
 training rollout share.
 
-- ``observe_all``: each index's observation (``env.reset``);
+- ``observe_all``: each item's observation (``env.reset``);
 - ``generate_replies``: one greedy or sampled completion per prompt row; special tokens other than EOS
   are never emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
 - ``grade``: ``env.step`` on each reply, a fresh episode per reply; when ``env`` is a ``JudgedEnv`` its
@@ -22,8 +22,10 @@ from aerorl_ops.envs.judged import JudgedEnv
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.replies import generate_new_tokens
 from aerorl_ops.generation.batched import trim_after_eos
+from aerorl_ops.generation.generator_sampling import PrivateDraws, generator_decoding
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rewards.judge import OK
+from aerorl_ops.rows.task_item import TaskItem
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,21 @@ class Graded(NamedTuple):
     predictions: list[str]  # [B]
 
 
-def observe_all(env: TaskEnv, indices: Sequence[int]) -> list[Observation]:
-    return [env.reset(index)[1] for index in indices]
+def observe_all(env: TaskEnv, items: Sequence[TaskItem]) -> list[Observation]:
+    return [env.reset(item)[1] for item in items]
 
 
-def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: Sampling | None) -> Replies:
-    """One completion per prompt row of ``inputs``: greedy when ``sampling`` is None."""
-    decoding = (dict(do_sample=False, temperature=None, top_k=None, top_p=None) if sampling is None else
-                dict(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p))
+def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: Sampling | None,
+                     draws: PrivateDraws | None = None) -> Replies:
+    """One completion per prompt row of ``inputs``: greedy when ``sampling`` is None; sampled from ``draws``'s
+    generator when given, else from torch's global RNG (the same tokens for the same seed:
+    ``generation.generator_sampling``)."""
+    if sampling is None:
+        decoding = dict(do_sample=False, temperature=None, top_k=None, top_p=None)
+    elif draws is not None:
+        decoding = generator_decoding(loaded.model, sampling.temperature, sampling.top_k, sampling.top_p, draws)
+    else:
+        decoding = dict(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
     new_tokens, eos = generate_new_tokens(loaded, inputs, max_new_tokens, decoding)
     ids = [trim_after_eos(tokens, eos) for tokens in new_tokens]
     texts = [loaded.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
@@ -63,19 +72,20 @@ def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: S
     return Replies(ids, texts, truncated)
 
 
-def grade(env: TaskEnv, indices: Sequence[int], replies: Replies, eos: Sequence[int]) -> Graded:
-    """``env.step`` on each reply (a fresh episode per reply); a ``JudgedEnv``'s judge grades them all at once,
-    adding ``weight * score`` to each reward and the ``judge`` and ``judge_failed`` (1.0 or 0.0) components."""
+def grade(env: TaskEnv, items: Sequence[TaskItem], replies: Replies, eos: Sequence[int]) -> Graded:
+    """``env.step`` on each reply to ``items`` (a fresh episode per reply); a ``JudgedEnv``'s judge grades them
+    all at once, adding ``weight * score`` to each reward and the ``judge`` and ``judge_failed`` (1.0 or 0.0)
+    components."""
     rewards, correct, predictions, infos = [], [], [], []
-    for index, ids, text in zip(indices, replies.token_ids, replies.texts, strict=True):
-        state, _ = env.reset(index)
+    for item, ids, text in zip(items, replies.token_ids, replies.texts, strict=True):
+        state, _ = env.reset(item)
         result = env.step(state, Completion(text, tuple(t for t in ids if t not in eos)))
         rewards.append(result.reward)
         correct.append(result.info.correct)
         predictions.append(result.info.prediction)
         infos.append(result.info.components)
     if isinstance(env, JudgedEnv):
-        judged = env.judge(indices, replies.texts)
+        judged = env.judge(items, replies.texts)
         rewards = [reward + env.weight * score for reward, score in zip(rewards, judged.scores, strict=True)]
         infos = [{**info, "judge": score, "judge_failed": float(status != OK)}
                  for info, score, status in zip(infos, judged.scores, judged.statuses, strict=True)]

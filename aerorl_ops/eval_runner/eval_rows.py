@@ -1,6 +1,6 @@
 """Evaluations as DuckDB rows: ``eval_runs``, ``eval_samples``, ``eval_metrics`` and ``eval_comparisons``
-(schemas in ``aerorl_ops.storage.schema``). Every table is keyed by ``eval_id``: one write replaces an
-eval's rows in all four, so a rerun under the same id leaves no stale rows.
+(row types and tables in ``aerorl_ops.storage.eval_schema``). Every table is keyed by ``eval_id``: one write
+replaces an eval's rows in all four, so a rerun under the same id leaves no stale rows.
 
 A training run that records its evaluations gives each one an ``eval_id`` (e.g. ``<run_id>/step-<N>``),
 one :class:`RoleEvaluation` in the role 'model' with ``training_run_id`` and ``step`` set, and no
@@ -17,34 +17,21 @@ from datetime import datetime
 
 import pyarrow as pa
 
-from aerorl_ops.eval_runner.paired_differences import ComparisonRow
 from aerorl_ops.eval_runner.runner import EvalOutcome
 from aerorl_ops.storage.duckdb_store import PartitionWrite
-from aerorl_ops.storage.eval_schema import EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, EVAL_SAMPLES
+from aerorl_ops.storage.eval_schema import (
+    EVAL_COMPARISONS,
+    EVAL_METRICS,
+    EVAL_RUNS,
+    EVAL_SAMPLES,
+    ComparisonRow,
+    EvalRunRow,
+)
 
 
-@dataclass(frozen=True)
-class EvalRunRecord:
-    """One ``eval_runs`` row, less ``eval_id`` (the columns of ``EVAL_RUNS``)."""
-
-    role: str
-    model: str
-    model_source: str | None
-    dataset: str | None
-    split: str | None
-    questions: int
-    settings: str  # JSON: the sampling settings, in order
-    max_new_tokens: int
-    seed: int
-    training_run_id: str | None
-    step: int | None
-    device: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    wall_s: float
-    config: str | None  # JSON: the eval's settings
-    rejected_rows: int | None = None  # dataset rows the environment rejected (None: not counted)
-    cpu_s: float | None = None  # this process's CPU time (core-seconds) for the evaluation, its model's load included
+class EvalRunRecord(EvalRunRow):
+    """One ``eval_runs`` row, less ``eval_id`` (its columns: ``aerorl_ops.storage.eval_schema.EvalRunRow``),
+    built by :meth:`of` from a model's outcome."""
 
     @classmethod
     def of(cls, role: str, model: str, outcome: EvalOutcome, *, model_source: str | None = None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.envs.prior import QuestionPrior
 from aerorl_ops.envs.types import Observation
 from aerorl_ops.eval_metrics.accuracy import AccuracyReport, accuracy_report
@@ -55,7 +55,7 @@ class SwapCheck:
 def greedy_replies(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int,
                    observations: Sequence[Observation] | None = None) -> Replies:
     """Greedy replies to the items at ``indices`` (or to ``observations`` of them), in batches."""
-    observations = list(observations) if observations is not None else observe_all(env, indices)
+    observations = list(observations) if observations is not None else observe_all(env, items_at(env, indices))
     token_ids, texts, truncated = [], [], []
     count = -(-len(indices) // EVAL_BATCH_SIZE)
     for part in micro_batches(list(range(len(indices))), count):
@@ -71,9 +71,10 @@ def evaluate_policy(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max
                     phase: str, wall_s: float = 0.0) -> EvalResult:
     """Greedy accuracy and reward of the policy on the held-out items ``indices``."""
     replies = greedy_replies(loaded, env, indices, max_new_tokens)
-    graded = grade(env, indices, replies, eos_token_ids(loaded))
-    report = accuracy_report((env.question_type(i), bool(c)) for i, c in zip(indices, graded.correct.tolist(),
-                                                                                  strict=True))
+    items = items_at(env, indices)
+    graded = grade(env, items, replies, eos_token_ids(loaded))
+    report = accuracy_report((item.question_type, bool(c)) for item, c in zip(items, graded.correct.tolist(),
+                                                                              strict=True))
     return EvalResult(step, phase, float(graded.rewards.mean()),
                       {name: float(values.mean()) for name, values in graded.components.items()}, report, wall_s)
 
@@ -91,7 +92,7 @@ def image_swap_check(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], qu
     chosen = [i for i in indices if env.question_type(i) == question_type]
     if len(chosen) < 2:
         return SwapCheck(question_type, len(chosen), 0.0)
-    own = observe_all(env, chosen)
+    own = observe_all(env, items_at(env, chosen))
     swapped = [Observation(own[(k + 1) % len(own)].images, own[k].messages) for k in range(len(own))]
     before = greedy_replies(loaded, env, chosen, max_new_tokens, own).texts
     after = greedy_replies(loaded, env, chosen, max_new_tokens, swapped).texts

@@ -10,37 +10,19 @@ responses the scores lie in [0, 1] and the interval is the seeded paired bootstr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from aerorl_ops.eval_metrics.paired import PairedComparison, mcnemar_exact, paired_bootstrap
 from aerorl_ops.eval_runner.runner import EvalOutcome
 from aerorl_ops.eval_runner.summaries import ALL_TYPES
+from aerorl_ops.storage.eval_schema import ComparisonRow
 
 
-@dataclass(frozen=True)
-class ComparisonRow:
-    """Model minus baseline at one setting over one question type (an ``eval_comparisons`` row, less its eval)."""
-
-    setting: str
-    question_type: str
-    method: str  # "mcnemar_exact" or "paired_bootstrap"
-    questions: int
-    model_accuracy: float
-    baseline_accuracy: float
-    difference: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    b: int  # questions where the model scores higher
-    c: int  # questions where the baseline scores higher
-    p_value: float | None  # exact McNemar p-value; None for the bootstrap
-    resamples: int | None  # bootstrap resamples; None for McNemar
-
-    @classmethod
-    def of(cls, setting: str, question_type: str, result: PairedComparison) -> ComparisonRow:
-        return cls(setting, question_type, result.method, result.n, result.model_accuracy, result.baseline_accuracy,
-                   result.difference, result.ci_low, result.ci_high, result.confidence, result.b, result.c,
-                   result.p_value, result.resamples)
+def comparison_row(setting: str, question_type: str, result: PairedComparison) -> ComparisonRow:
+    """The ``eval_comparisons`` row of ``result``, the paired difference at ``setting`` over ``question_type``."""
+    return ComparisonRow(
+        setting=setting, question_type=question_type, method=result.method, questions=result.n,
+        model_accuracy=result.model_accuracy, baseline_accuracy=result.baseline_accuracy, difference=result.difference,
+        ci_low=result.ci_low, ci_high=result.ci_high, confidence=result.confidence, b=result.b, c=result.c,
+        p_value=result.p_value, resamples=result.resamples)
 
 
 def _check_same_questions(model: EvalOutcome, baseline: EvalOutcome) -> None:
@@ -68,5 +50,5 @@ def compare_outcomes(model: EvalOutcome, baseline: EvalOutcome, resamples: int =
                 result = mcnemar_exact(model_scores, baseline_scores, confidence)
             else:
                 result = paired_bootstrap(model_scores, baseline_scores, resamples, confidence, seed)
-            rows.append(ComparisonRow.of(setting.name, question_type, result))
+            rows.append(comparison_row(setting.name, question_type, result))
     return tuple(rows)

@@ -21,30 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.envs.types import Completion
 from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS, has_reflection
 from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 from aerorl_ops.eval_runner.replies import encode_observations, sample_responses
 from aerorl_ops.eval_runner.summaries import ALL_TYPES, SettingMetrics, question_scores, setting_metrics
 from aerorl_ops.models.loading import LoadedVLM
-
-
-@dataclass(frozen=True)
-class SampleRecord:
-    """One response to one question at one setting (an ``eval_samples`` row, less its eval and role)."""
-
-    setting: str
-    item_index: int
-    item_id: str
-    question_type: str | None
-    sample_no: int  # 0 .. n-1 within the question
-    response: str
-    correct: bool
-    reward: float
-    response_tokens: int  # generated tokens, EOS excluded
-    truncated: bool  # reached max_new_tokens without an EOS
-    reflection: bool  # holds one of MAYE's reflection words
+from aerorl_ops.storage.eval_schema import SampleRecord
 
 
 @dataclass(frozen=True)
@@ -114,15 +98,16 @@ def _evaluate_setting(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], s
                       words: tuple[str, ...]) -> list[SampleRecord]:
     records: list[SampleRecord] = []
     for batch_no, batch in enumerate(_batches(indices, max(1, batch_size // setting.n))):
-        episodes = [env.reset(index) for index in batch]
+        episodes = [env.reset(item) for item in items_at(env, batch)]
         inputs = encode_observations(loaded, [observation for _, observation in episodes])
         responses = sample_responses(loaded, inputs, setting, max_new_tokens, batch_seed(seed, setting_no, batch_no))
         for row, (ids, text, truncated) in enumerate(zip(*responses, strict=True)):
             question, sample_no = divmod(row, setting.n)
             state, index = episodes[question][0], batch[question]
             result = env.step(state, Completion(text, tuple(ids)))
+            item = state.item
             records.append(SampleRecord(
-                setting=setting.name, item_index=index, item_id=state.item_id, question_type=env.question_type(index),
+                setting=setting.name, item_index=index, item_id=item.item_id, question_type=item.question_type,
                 sample_no=sample_no, response=text, correct=bool(result.info.correct), reward=float(result.reward),
                 response_tokens=len(ids), truncated=truncated, reflection=has_reflection(text, words)))
     return records

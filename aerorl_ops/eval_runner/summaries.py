@@ -17,7 +17,6 @@ question ``q``'s responses correct (``aerorl_ops.eval_metrics`` has the formulas
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -26,13 +25,14 @@ from aerorl_ops.eval_metrics.pass_at_k import pass_at_k_per_question
 from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS
 from aerorl_ops.eval_metrics.response_metrics import response_metrics
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
+from aerorl_ops.storage.eval_schema import SettingMetrics
 
 ALL_TYPES = "all"
 """The ``question_type`` of metrics over every question."""
 
 
-class Graded(Protocol):
-    """What a per-sample record must say for the metrics (``runner.SampleRecord``)."""
+class GradedSample(Protocol):
+    """What a per-sample record must say for the metrics (``storage.eval_schema.SampleRecord``)."""
 
     item_index: int
     question_type: str | None
@@ -42,32 +42,7 @@ class Graded(Protocol):
     response_tokens: int
 
 
-@dataclass(frozen=True)
-class SettingMetrics:
-    """One setting's metrics over one question type (an ``eval_metrics`` row, less its eval and role)."""
-
-    setting: str
-    question_type: str
-    k: int
-    samples_per_question: int
-    questions: int
-    responses: int
-    accuracy: float
-    accuracy_stderr: float
-    pass_at_1: float
-    reward_mean: float
-    mean_length: float
-    length_clip_ratio: float
-    n_correct: int
-    n_reflection: int
-    reflection_ratio: float | None
-    reflection_ratio_in_correct: float | None
-    reflection_ratio_in_incorrect: float | None
-    correct_ratio_in_reflection: float | None
-    correct_ratio_in_no_reflection: float | None
-
-
-def correct_counts(samples: Iterable[Graded]) -> tuple[list[int], np.ndarray, np.ndarray]:
+def correct_counts(samples: Iterable[GradedSample]) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Questions in order of first appearance, with their response counts ``n`` and correct counts ``c``.
 
     >>> from types import SimpleNamespace as S
@@ -83,13 +58,13 @@ def correct_counts(samples: Iterable[Graded]) -> tuple[list[int], np.ndarray, np
     return list(totals), counts[:, 0], counts[:, 1]
 
 
-def question_scores(setting: SamplingSetting, samples: Iterable[Graded]) -> tuple[list[int], np.ndarray]:
+def question_scores(setting: SamplingSetting, samples: Iterable[GradedSample]) -> tuple[list[int], np.ndarray]:
     """Each question's unbiased pass@k (questions in order of first appearance)."""
     indices, n, c = correct_counts(samples)
     return indices, pass_at_k_per_question(n, c, setting.k)
 
 
-def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[Graded], max_new_tokens: int,
+def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[GradedSample], max_new_tokens: int,
              words: Sequence[str]) -> SettingMetrics:
     _, scores = question_scores(setting, samples)  # [Q]
     response = response_metrics([s.response for s in samples], [s.response_tokens for s in samples],
@@ -110,13 +85,13 @@ def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[Gra
     )
 
 
-def setting_metrics(setting: SamplingSetting, samples: Sequence[Graded], max_new_tokens: int,
+def setting_metrics(setting: SamplingSetting, samples: Sequence[GradedSample], max_new_tokens: int,
                     words: Sequence[str] = REFLECTION_WORDS) -> list[SettingMetrics]:
     """The metrics over all of ``samples`` (one setting's), then per question type in sorted order; a
     response reflects when it holds one of ``words``."""
     if not samples:
         raise ValueError(f"setting {setting.name!r}: no responses to summarise")
-    by_type: dict[str, list[Graded]] = {}
+    by_type: dict[str, list[GradedSample]] = {}
     for sample in samples:
         if sample.question_type is not None:
             by_type.setdefault(sample.question_type, []).append(sample)

@@ -17,7 +17,7 @@ from aerorl_ops.generation.batched import BatchProgress, GeneratedSample, genera
 from aerorl_ops.generation.vllm_backend import vllm_row_generator
 from aerorl_ops.models.entry import HF_BACKEND, VLLM_BACKEND
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import TaskItem
 
 
 class RowGenerator(Protocol):
@@ -31,7 +31,7 @@ class RowGenerator(Protocol):
         """Time to get ready beyond loading the model (starting an engine); 0 for transformers."""
         ...
 
-    def generate_rows(self, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
+    def generate_rows(self, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
                       on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]: ...
 
 
@@ -47,7 +47,7 @@ class HFRowGenerator:
     def device(self) -> str:
         return str(self.loaded.device)
 
-    def generate_rows(self, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
+    def generate_rows(self, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
                       on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]:
         return generate_rows(self.loaded, rows, batch_size, settings, on_progress=on_progress)
 

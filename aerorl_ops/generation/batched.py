@@ -17,10 +17,10 @@ from PIL import Image
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
-from aerorl_ops.generation.prompts import chat_messages, row_prompt
+from aerorl_ops.generation.prompts import chat_messages, item_prompt
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import TaskItem, prompt_text
 
 logger = logging.getLogger(__name__)
 DEFAULT_SETTINGS = GenerationSettings()  # the [generation] defaults: greedy
@@ -62,18 +62,19 @@ class OutOfMemoryAtBatchOne(RuntimeError):
     """Generation ran out of memory even one sample at a time."""
 
 
-def decode_image(row: Row) -> Image.Image:
-    return Image.open(io.BytesIO(row.image_bytes)).convert("RGB")
+def decode_image(item: TaskItem) -> Image.Image:
+    """The item's (one) image, as RGB."""
+    return Image.open(io.BytesIO(item.images[0])).convert("RGB")
 
 
-def prompt_texts(loaded: LoadedVLM, rows: Sequence[Row]) -> list[str]:
+def prompt_texts(loaded: LoadedVLM, rows: Sequence[TaskItem]) -> list[str]:
     """Each row's prompt through the model's chat template, with its image placeholder (every backend's prompt)."""
-    return [loaded.processor.apply_chat_template(chat_messages(r.question, r.prompt), add_generation_prompt=True,
+    return [loaded.processor.apply_chat_template(chat_messages(r.question, prompt_text(r)), add_generation_prompt=True,
                                                  tokenize=False)
             for r in rows]
 
 
-def encode_prompts(loaded: LoadedVLM, rows: Sequence[Row]):
+def encode_prompts(loaded: LoadedVLM, rows: Sequence[TaskItem]):
     """Chat-templated prompts with their images (one list per prompt), left-padded, on the model's device
     (``LoadedVLM.on_device``)."""
     inputs = loaded.processor(text=prompt_texts(loaded, rows), images=[[decode_image(r)] for r in rows],
@@ -88,7 +89,7 @@ def eos_token_ids(loaded: LoadedVLM) -> list[int]:
     return list(eos) if isinstance(eos, (list, tuple)) else [eos]
 
 
-def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationSettings,
+def generate_batch(loaded: LoadedVLM, rows: Sequence[TaskItem], settings: GenerationSettings,
                    batch_index: int = 0) -> list[GeneratedSample]:
     """Generate for ``rows`` in one left-padded batch; the model gets every input the processor returns."""
     model = loaded.model
@@ -119,8 +120,8 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[Row], settings: GenerationS
         tokens = trim_after_eos(new_tokens[i].tolist(), eos_ids)
         text_tokens = int(inputs["attention_mask"][i].sum()) - int(vision[i].sum())
         samples.append(GeneratedSample(
-            sample_id=row.sample_id,
-            prompt=row_prompt(row.question, row.prompt),
+            sample_id=row.item_id,
+            prompt=item_prompt(row),
             response=loaded.tokenizer.decode(tokens, skip_special_tokens=True).strip(),
             raw_response=loaded.tokenizer.decode(tokens, skip_special_tokens=False),
             generated_tokens=len(tokens),
@@ -148,7 +149,7 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 def generate_rows(
     loaded: LoadedVLM,
-    rows: Sequence[Row],
+    rows: Sequence[TaskItem],
     batch_size: int,
     settings: GenerationSettings = DEFAULT_SETTINGS,
     on_progress: Callable[[BatchProgress], None] | None = None,
@@ -177,11 +178,11 @@ def generate_rows(
                 torch.cuda.empty_cache()
             if current == 1:
                 raise OutOfMemoryAtBatchOne(
-                    f"out of memory generating sample {chunk[0].sample_id!r} even at batch size 1 "
+                    f"out of memory generating sample {chunk[0].item_id!r} even at batch size 1 "
                     f"(requested batch size {batch_size}); use a smaller model, fewer max_new_tokens or a larger device"
                 ) from error
             logger.warning("out of memory at batch size %d on samples starting %r; retrying at %d",
-                           current, chunk[0].sample_id, current // 2)
+                           current, chunk[0].item_id, current // 2)
             current //= 2
             continue
         position += len(chunk)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from aerorl_ops.generation.batched import GeneratedSample
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.storage.schema import GENERATION_FIELDS, GENERATIONS, output_schema
 from aerorl_ops.text.answers import extract_answer
 
@@ -26,9 +26,9 @@ def claimed_entities(response: str) -> list[str]:
     return [answer] if answer else []
 
 
-def generations_table(rows: Sequence[Row], samples: Sequence[GeneratedSample]) -> pa.Table:
+def generations_table(rows: Sequence[TaskItem], samples: Sequence[GeneratedSample]) -> pa.Table:
     """Join rows with their generations (matched by sample id) into ``GENERATION_SCHEMA``."""
-    by_id = {row.sample_id: row for row in rows}
+    by_id = {row.item_id: row for row in rows}
     missing = [s.sample_id for s in samples if s.sample_id not in by_id]
     if missing:
         raise ValueError(f"generations for unknown sample ids: {missing[:5]}")

@@ -15,7 +15,7 @@ from aerorl_ops.generation.backends import open_row_generator
 from aerorl_ops.generation.batched import BatchProgress
 from aerorl_ops.generation.generations_table import generations_table
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.telemetry import TelemetrySampler, TelemetrySummary
 
 STATS_METADATA_KEY = b"aerorl.partition_stats"
@@ -40,7 +40,7 @@ class PartitionStats:
     backend: str = "hf"  # the model entry's backend (tables cached before backends existed: "hf")
 
 
-def run_generation(loaded: LoadedVLM, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
+def run_generation(loaded: LoadedVLM, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
                    telemetry_interval_s: float = 0.2,
                    on_progress: Callable[[BatchProgress], None] | None = None) -> pa.Table:
     """Generations for ``rows`` as a ``GENERATION_SCHEMA`` table carrying :class:`PartitionStats`.

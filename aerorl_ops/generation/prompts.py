@@ -3,6 +3,8 @@ strict-JSON answer contract."""
 
 from __future__ import annotations
 
+from aerorl_ops.rows.task_item import TaskItem, prompt_text
+
 ANSWER_INSTRUCTION = 'Answer with strict JSON of the form {"answer": "<answer>"} and nothing else.'
 
 
@@ -18,6 +20,12 @@ def row_prompt(question: str, prompt: str = "") -> str:
     ('What shape?\nAnswer with one word.', 'Total?\n')
     """
     return prompt.strip() or user_prompt(question)
+
+
+def item_prompt(item: TaskItem) -> str:
+    """The user text the benchmark shows with an item's image: the text of its messages, else
+    :func:`user_prompt` (an item read without an environment has no messages)."""
+    return row_prompt(item.question, prompt_text(item))
 
 
 def chat_messages(question: str, prompt: str = "") -> list[dict]:

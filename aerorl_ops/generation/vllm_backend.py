@@ -24,11 +24,11 @@ from aerorl_ops.generation.batched import (
     prompt_texts,
     trim_after_eos,
 )
-from aerorl_ops.generation.prompts import row_prompt
+from aerorl_ops.generation.prompts import item_prompt
 from aerorl_ops.generation.vllm_engine import Engine, EngineRequest, started_engine
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.vision_tokens import vision_token_ids
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import TaskItem
 
 
 def sampling_params(engine: Engine, settings: GenerationSettings, eos_ids: Sequence[int], seed: int):
@@ -56,7 +56,7 @@ class VLLMRowGenerator:
     def start_seconds(self) -> float:
         return self.engine.start_seconds
 
-    def generate_rows(self, rows: Sequence[Row], batch_size: int, settings: GenerationSettings,
+    def generate_rows(self, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
                       on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]:
         """Every row, ``batch_size`` requests submitted together at a time, in row order.
 
@@ -72,7 +72,7 @@ class VLLMRowGenerator:
                 on_progress(BatchProgress(len(samples), len(rows), time.perf_counter() - started))
         return samples
 
-    def generate_batch(self, rows: Sequence[Row], settings: GenerationSettings, batch_index: int,
+    def generate_batch(self, rows: Sequence[TaskItem], settings: GenerationSettings, batch_index: int,
                        first_position: int) -> list[GeneratedSample]:
         texts = prompt_texts(self.loaded, rows)
         requests = [EngineRequest(text, (decode_image(row),)) for text, row in zip(texts, rows, strict=True)]
@@ -87,8 +87,8 @@ class VLLMRowGenerator:
             tokens = trim_after_eos(list(output.token_ids[0]), self.eos_ids)
             vision = sum(token in self.vision_ids for token in output.prompt_token_ids)
             samples.append(GeneratedSample(
-                sample_id=row.sample_id,
-                prompt=row_prompt(row.question, row.prompt),
+                sample_id=row.item_id,
+                prompt=item_prompt(row),
                 response=tokenizer.decode(tokens, skip_special_tokens=True).strip(),
                 raw_response=tokenizer.decode(tokens, skip_special_tokens=False),
                 generated_tokens=len(tokens),

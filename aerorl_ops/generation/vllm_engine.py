@@ -12,6 +12,11 @@ back: vLLM seeds the global RNGs (torch, numpy, random), its CPU worker replaces
 ``torch.set_num_threads`` with a function that only warns, and its CPU platform sets environment
 variables of its own (``VLLM_WORKER_MULTIPROC_METHOD``, ``TORCHINDUCTOR_COMPILE_THREADS``, ...).
 
+In a process that joined a torch process group already (a torchrun rank: ``rl.runtime.distributed``),
+the engine is one of the ranks' own engines: vLLM's ``external_launcher`` executor, which builds its
+(one-rank) groups inside that process group, so every rank must start its engine at the same point, and
+on a GPU takes the rank's own device (``LOCAL_RANK``). Closing it leaves the process group as it was.
+
 A hub id is resolved to its snapshot in the local Hugging Face cache first when the source is
 ``local_files_only``, so the engine never reaches for the hub.
 """
@@ -49,6 +54,10 @@ CPU_ENGINE_DEFAULTS: Mapping[str, object] = {"enable_chunked_prefill": False}
 rollouts, sampled benchmark rows) whose prompt is prefilled in chunks needs its random generator
 rewound, which a CPU generator cannot do (vLLM fails with "CPU Generator does not use offset");
 unchunked, every prompt is prefilled in one engine step."""
+RANK_ENGINE_DEFAULTS: Mapping[str, object] = {"distributed_executor_backend": "external_launcher"}
+"""Also set in a process that joined a torch process group, unless the model entry sets them: the engine
+belongs to this rank alone (one worker, in this process, on ``LOCAL_RANK``'s device), its groups built
+inside the ranks' process group rather than a second one of vLLM's."""
 
 
 class VLLMNotInstalledError(ImportError):
@@ -95,13 +104,16 @@ class EngineOutput:
 
 
 class Engine:
-    """A started ``vllm.LLM`` for one model; :meth:`close` frees it (use :func:`started_engine`)."""
+    """A started ``vllm.LLM`` for one model; :meth:`close` frees it (use :func:`started_engine`).
+    ``in_process_group``: started inside a torch process group of this process's own, which outlives it."""
 
-    def __init__(self, vllm: ModuleType, llm, source: ModelSource, start_seconds: float) -> None:
+    def __init__(self, vllm: ModuleType, llm, source: ModelSource, start_seconds: float,
+                 in_process_group: bool = False) -> None:
         self.vllm = vllm
         self.llm = llm
         self.source = source
         self.start_seconds = start_seconds
+        self.in_process_group = in_process_group
         self._next_request = 0
 
     @property
@@ -153,9 +165,14 @@ class Engine:
         and redoes the post-load processing (on CPU, the packed GEMM weights); it drops the
         vision-encoder and multimodal caches. The KV blocks cached for prompt prefixes were computed
         with the old weights, so the prefix cache is reset too.
+
+        An engine of one worker (in this process) reads ``named_tensors`` as they come, so a lazy
+        iterator is never held whole (vLLM buffers each of its layers until that layer's tensors are
+        in); the workers of a tensor-parallel engine get them as one list.
         """
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(named_tensors),
-                                                          "is_checkpoint_format": True})
+        one_worker = self.llm.llm_engine.vllm_config.parallel_config.world_size == 1
+        weights = named_tensors if one_worker else list(named_tensors)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
         self.llm.llm_engine.reset_encoder_cache()
 
@@ -164,16 +181,21 @@ class Engine:
         the packed linear weights show as empty tensors)."""
         return self.llm.apply_model(_parameters_on_cpu)[0]
 
+    def sleep(self) -> None:
+        """vLLM's sleep mode, level 1: the KV cache freed, the weights moved to host memory, until
+        :meth:`wake_up` (an engine started with ``sleep_mode``; vLLM's CPU worker ignores it)."""
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        self.llm.wake_up()
+
     def close(self) -> None:
         """Shut the engine down and free its memory, so that another engine can start in this process."""
-        from vllm.distributed import cleanup_dist_env_and_memory
-
         llm, self.llm = self.llm, None
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
             del llm
-        gc.collect()
-        cleanup_dist_env_and_memory()
+        _release_distributed(self.in_process_group)
 
 
 def _engine_output(output, finished_s: float) -> EngineOutput:
@@ -190,28 +212,34 @@ def _parameters_on_cpu(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: parameter.detach().to("cpu", copy=True) for name, parameter in model.named_parameters()}
 
 
-def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0) -> Engine:
-    """An in-process ``vllm.LLM`` for ``source`` with its backend's engine settings.
+def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0,
+                 sleep_mode: bool = False) -> Engine:
+    """An in-process ``vllm.LLM`` for ``source`` with its backend's engine settings (``sleep_mode``:
+    vLLM's ``enable_sleep_mode``, which vLLM refuses off CUDA-like devices).
 
     Raises :class:`VLLMNotInstalledError` without vLLM, and :class:`EngineStartError` carrying vLLM's
     message and the model's key when the engine does not start.
     """
     vllm = import_vllm()
     location = engine_location(source)
-    kwargs = {**ENGINE_DEFAULTS, **(CPU_ENGINE_DEFAULTS if _on_cpu() else {}), **source.backend.engine_kwargs()}
+    in_process_group = torch.distributed.is_initialized()
+    kwargs = {**ENGINE_DEFAULTS, **(CPU_ENGINE_DEFAULTS if _on_cpu() else {}),
+              **(RANK_ENGINE_DEFAULTS if in_process_group else {}), **source.backend.engine_kwargs()}
     kwargs.update(model=location, tokenizer=location, dtype=TORCH_DTYPE_NAMES[dtype],
                   trust_remote_code=source.trust_remote_code, seed=seed,
                   revision=None if location != source.location else source.revision)
+    if sleep_mode:
+        kwargs["enable_sleep_mode"] = True
     started = time.perf_counter()
     with _process_state_kept(), _environment({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}):
         try:
             llm = vllm.LLM(**kwargs)
         except Exception as error:  # vLLM raises ValueError, RuntimeError, OSError, torch.OutOfMemoryError, ...
-            _free_failed_engine()
+            _free_failed_engine(in_process_group)
             raise EngineStartError(
                 f"vLLM could not start an engine for model {source.label}: {type(error).__name__}: {error}"
             ) from error
-    return Engine(vllm, llm, source, time.perf_counter() - started)
+    return Engine(vllm, llm, source, time.perf_counter() - started, in_process_group)
 
 
 def _on_cpu() -> bool:
@@ -244,14 +272,34 @@ def started_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed
         engine.close()
 
 
-def _free_failed_engine() -> None:
-    """What a half-started engine left in this process (its distributed group), so the next one starts."""
+def _free_failed_engine(in_process_group: bool) -> None:
+    """What a half-started engine left in this process (its distributed groups), so the next one starts."""
     try:
-        from vllm.distributed import cleanup_dist_env_and_memory
+        import vllm.distributed  # noqa: F401
     except ImportError:
         return
+    _release_distributed(in_process_group)
+
+
+def _release_distributed(in_process_group: bool) -> None:
+    """vLLM's ``cleanup_dist_env_and_memory``: its groups destroyed, memory freed. Inside this process's
+    own process group (``in_process_group``), vLLM's groups only: its cleanup would also destroy the
+    default group, which the training ranks still use."""
+    from vllm import envs
+    from vllm.distributed import cleanup_dist_env_and_memory, parallel_state
+
     gc.collect()
-    cleanup_dist_env_and_memory()
+    if not in_process_group:
+        cleanup_dist_env_and_memory()
+        return
+    envs.disable_envs_cache()
+    parallel_state.destroy_model_parallel()
+    if parallel_state._WORLD is not None:  # vLLM's world coordinator: groups it built inside ours
+        parallel_state._WORLD.destroy()
+    parallel_state._WORLD = parallel_state._NODE_COUNT = None
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 @contextmanager

@@ -19,7 +19,7 @@ first EOS, text decoded without special tokens, ``truncated`` when cut at ``max_
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple, Protocol
 
@@ -27,10 +27,11 @@ import torch
 from PIL import Image
 
 from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
+from aerorl_ops.generation.policy_weights import policy_weights
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.generation.vllm_engine import Engine, EngineOutput, EngineRequest, start_engine
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
-from aerorl_ops.models.loading import LoadedVLM, load_config
+from aerorl_ops.models.loading import LoadedVLM, model_config
 
 
 class SamplingLike(Protocol):
@@ -49,39 +50,19 @@ class SampledReplies(NamedTuple):
     truncated: list[bool]  # [B * n] cut at max_new_tokens without an EOS
 
 
-def policy_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The policy's tensors, named as in its transformers checkpoint.
+COLOCATED_SHARE = 0.5
+"""An engine beside the training model on its GPU, without a ``gpu_memory_utilization`` of its own, takes this
+share of the memory free when it starts; the rest stays for the updates' activations and optimizer steps."""
 
-    A DDP/FSDP wrapper (``.module``) is looked through. A peft model yields its base weights with
-    the adapters merged in, renamed to the base model's names: each adapted layer's merged weight is
-    a copy (``merge_adapter`` changes the layer in place, and it is unmerged again once the
-    iteration ends); every other tensor is the model's own, detached. transformers 5 renames some
-    weights when it loads a checkpoint (Gemma 3's SigLIP tower drops ``vision_model.``); the names
-    are turned back as ``save_pretrained`` turns them, so the engine reads the checkpoint's names.
+
+def colocated_memory_utilization(free_bytes: int, total_bytes: int) -> float:
+    """vLLM's ``gpu_memory_utilization`` (its budget as a share of the device's total memory) for
+    :data:`COLOCATED_SHARE` of ``free_bytes``, rounded down to a hundredth.
+
+    >>> colocated_memory_utilization(free_bytes=60 * 2**30, total_bytes=80 * 2**30)
+    0.37
     """
-    model = getattr(model, "module", model)
-    if not hasattr(model, "merge_adapter"):
-        yield from checkpoint_names(model, {name: tensor.detach() for name, tensor in model.state_dict().items()})
-        return
-    model.merge_adapter()
-    try:
-        base = {}
-        for name, tensor in model.state_dict().items():
-            if "lora_" in name or "modules_to_save" in name:
-                continue
-            adapted = ".base_layer." in name
-            base[name.removeprefix("base_model.model.").replace(".base_layer.", ".")] = (
-                tensor.detach().clone() if adapted else tensor.detach())
-        yield from checkpoint_names(model.get_base_model(), base)
-    finally:
-        model.unmerge_adapter()
-
-
-def checkpoint_names(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
-    """``tensors`` (``model``'s, by in-memory name) under the names ``model.save_pretrained`` writes."""
-    from transformers.core_model_loading import revert_weight_conversion
-
-    yield from revert_weight_conversion(model, tensors).items()
+    return int(COLOCATED_SHARE * free_bytes * 100 // total_bytes) / 100
 
 
 class VLLMSampler:
@@ -91,26 +72,42 @@ class VLLMSampler:
         self.engine = engine
         self.tokenizer = loaded.tokenizer
         self.eos_ids = eos_token_ids(loaded)
-        vocab_size = load_config(loaded.source).get_text_config().vocab_size
+        vocab_size = model_config(loaded.source).get_text_config().vocab_size
         masked = set(suppressed_token_ids(loaded.tokenizer, self.eos_ids, vocab_size))
         self.allowed_ids = [token for token in range(vocab_size) if token not in masked]
         self.syncs = 0  # how many times the policy's weights were loaded
 
     @classmethod
-    def start(cls, loaded: LoadedVLM, backend: GenerationBackend | None = None, seed: int = 0) -> VLLMSampler:
+    def start(cls, loaded: LoadedVLM, backend: GenerationBackend | None = None, seed: int = 0,
+              sleep_mode: bool = False) -> VLLMSampler:
         """An engine for ``loaded``'s checkpoint (``backend``'s engine settings; default: the source's own
-        when it is a vLLM source, else vLLM's defaults), in ``loaded``'s dtype."""
+        when it is a vLLM source, else vLLM's defaults), in ``loaded``'s dtype, beside it on its device: on
+        a GPU, settings without ``gpu_memory_utilization`` take :func:`colocated_memory_utilization` of the
+        memory free now. With ``sleep_mode`` it can :meth:`sleep` (CUDA only)."""
         source = loaded.source
         if backend is None:
             backend = source.backend if source.backend.name == VLLM_BACKEND else GenerationBackend(VLLM_BACKEND)
+        if loaded.device.type == "cuda" and backend.gpu_memory_utilization is None:
+            free, total = torch.cuda.mem_get_info(loaded.device)
+            backend = replace(backend, gpu_memory_utilization=colocated_memory_utilization(free, total))
         engine_source = replace(source, backend=backend)
-        return cls(start_engine(engine_source, loaded.dtype, seed), loaded)
+        return cls(start_engine(engine_source, loaded.dtype, seed, sleep_mode=sleep_mode), loaded)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
-        """Load ``model``'s current weights into the engine (and drop caches computed with the old ones)."""
+        """Load ``model``'s current weights into the engine, one layer at a time (``policy_weights``: a
+        sharded model is gathered layer by layer, on every rank at once), and drop caches computed with
+        the old ones."""
         with torch.no_grad():
-            self.engine.load_weights(list(policy_weights(model)))
+            self.engine.load_weights(policy_weights(model))
         self.syncs += 1
+
+    def sleep(self) -> None:
+        """Free the engine's KV cache and move its weights off the GPU until :meth:`wake_up` (an engine
+        started with ``sleep_mode``)."""
+        self.engine.sleep()
+
+    def wake_up(self) -> None:
+        self.engine.wake_up()
 
     def sample(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
                sampling: SamplingLike | None, n: int | Sequence[int] = 1, seed: int | None = None) -> SampledReplies:

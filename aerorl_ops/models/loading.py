@@ -178,7 +178,7 @@ def _load_model(source: ModelSource, device: torch.device, dtype: torch.dtype, q
     return model.eval()
 
 
-def load_config(source: ModelSource):
+def model_config(source: ModelSource):
     """The model's transformers config (special-token ids, vision token ids), without its weights."""
     if source.is_local and not (Path(source.location).expanduser() / "config.json").is_file():
         raise _unavailable(source, FileNotFoundError("no config.json in it"))
@@ -189,10 +189,10 @@ def load_config(source: ModelSource):
 
 
 def vlm_config(source: ModelSource):
-    """``load_config``, for a model that ``AutoModelForImageTextToText`` loads (a vision-language
+    """``model_config``, for a model that ``AutoModelForImageTextToText`` loads (a vision-language
     model); else ``ModelUnavailableError`` naming the model and its type. No weights are read, so
     this checks a checkpoint before anything loads."""
-    config = load_config(source)
+    config = model_config(source)
     remote = "AutoModelForImageTextToText" in (getattr(config, "auto_map", None) or {})
     if config.model_type not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and not remote:
         raise _unavailable(source, ValueError(f"its model_type {config.model_type!r} is not a vision-language "

@@ -1,4 +1,5 @@
-"""``benchmark_summary`` rows from a partition's generations, scores and stats: one per dataset.
+"""``benchmark_summary`` rows (``storage.schema.SummaryRow``) from a partition's generations, scores and
+stats: one per dataset.
 
 Each dataset's row keeps the columns' meaning over that dataset's samples: its sample count,
 latency percentiles, pass rates, reward averages and ``accuracy`` (mean of ``correct``). Its
@@ -10,58 +11,15 @@ load time and telemetry are the partition's, on every dataset's row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 
+from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
 from aerorl_ops.generation.partition_run import PartitionStats
 from aerorl_ops.metrics import ANLS_CORRECT, RELAXED_ACCURACY_CORRECT, VERIFIER_CORRECT
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    """One dataset's ``benchmark_summary`` row in a partition, less the partition key (run, model, batch size).
-
-    The fields are the table's columns, in order (``aerorl_ops.storage.schema.SUMMARY_FIELDS``).
-    A rate or average is None when there is nothing to divide or average; a telemetry value is
-    None when this machine did not measure it.
-    """
-
-    dataset: str
-    model_source: str
-    device: str
-    samples: int
-    wall_s: float
-    samples_per_s: float | None
-    generated_tokens_per_s: float | None
-    latency_avg_ms: float | None
-    latency_p50_ms: float | None
-    latency_p95_ms: float | None
-    model_load_s: float
-    pass_rate: float | None
-    manual_pass_rate: float | None
-    manual_false_passes: int
-    average_reward: float | None
-    verifier_avg: float | None
-    grounding_avg: float | None
-    format_avg: float | None
-    cost_avg: float | None
-    anls_avg: float | None
-    relaxed_accuracy_avg: float | None
-    verifier_metric_agreement: float | None
-    accuracy: float | None
-    peak_memory_mb: float | None
-    gpu_seen: bool
-    gpu_util_avg: float | None
-    gpu_util_max: float | None
-    gpu_memory_avg_mb: float | None
-    gpu_memory_max_mb: float | None
-    gpu_power_avg_w: float | None
-    cpu_percent_avg: float | None
-    rss_max_mb: float | None
-    created_at: datetime
+from aerorl_ops.storage.schema import SummaryRow
 
 
 def _mean(series: pd.Series) -> float | None:
@@ -133,10 +91,7 @@ def summary_row(generations: pd.DataFrame, scores: pd.DataFrame, stats: Partitio
         manual_pass_rate=_mean(scores["manual_pass"].astype(float)),
         manual_false_passes=int((scores["manual_pass"] & ~scores["passed"]).sum()),
         average_reward=_mean(scores["total_reward"]),
-        verifier_avg=_mean(scores["verifier"]),
-        grounding_avg=_mean(scores["grounding"]),
-        format_avg=_mean(scores["format"]),
-        cost_avg=_mean(scores["cost"]),
+        **{f"{name}_avg": _mean(scores[name]) for name in REWARD_COMPONENT_NAMES},
         anls_avg=_mean(scores["anls"]),
         relaxed_accuracy_avg=_mean(scores["relaxed_accuracy"]),
         verifier_metric_agreement=verifier_metric_agreement(scores),

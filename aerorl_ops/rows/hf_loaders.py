@@ -29,7 +29,7 @@ Column facts, checked against the dataset cards and lmms-eval task files:
 Sample ids: ``docvqa-<questionId>``; ``chartqa-<split>-<index>`` where ``index`` counts
 records across the given files in sorted path order (the hub's shard names sort in
 order, so the index equals the row's position in the split when all shards are given).
-Every record read becomes either a row or a :class:`RejectedRow`; a repeated sample id
+Every record read becomes either a task item or a :class:`RejectedRow`; a repeated sample id
 is rejected as a duplicate, and an image stored only as a path (null ``bytes``; hub
 files embed the bytes) is rejected as "missing image bytes". ``evidence_entities`` is
 left to default to the answers, as these datasets carry no grounding annotation.
@@ -48,13 +48,13 @@ import pyarrow.compute as pc
 
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.table_files import MissingColumnError, TableFile, TableFileError
-from aerorl_ops.rows.validation import DEFAULT_CHECKS, RowCandidate, RowChecks, validate_row
+from aerorl_ops.rows.validation import DEFAULT_CHECKS, ItemCandidate, RowChecks, validate_item
 
 Record = Mapping[str, Any]
 
 
 class HubDatasetLoader:
-    """How one hub dataset's columns map onto a :class:`RowCandidate`.
+    """How one hub dataset's columns map onto an :class:`ItemCandidate`.
 
     Subclasses set the column names and say how a sample id is formed.
     """
@@ -108,15 +108,15 @@ class HubDatasetLoader:
                 break
             locator = f"{table_file.path}#row={row_in_file}"
             candidate = self._candidate(record, split, str(table_file.path), locator, index)
-            outcome = validate_row(candidate, checks)
+            outcome = validate_item(candidate, checks)
             if isinstance(outcome, RejectedRow):
                 result.rejected.append(outcome)
-            elif outcome.sample_id in first_locator:
-                reason = f"duplicate sample id (first seen at {first_locator[outcome.sample_id]})"
-                result.rejected.append(RejectedRow(outcome.source, locator, outcome.sample_id, reason))
+            elif outcome.item_id in first_locator:
+                reason = f"duplicate sample id (first seen at {first_locator[outcome.item_id]})"
+                result.rejected.append(RejectedRow(outcome.source, locator, outcome.item_id, reason))
             else:
-                first_locator[outcome.sample_id] = locator
-                result.rows.append(outcome)
+                first_locator[outcome.item_id] = locator
+                result.items.append(outcome)
         return result
 
     def question_types(self, paths: Sequence[Path], split: str, limit: int | None = None) -> dict[str, str]:
@@ -172,16 +172,16 @@ class HubDatasetLoader:
             return _image_bytes_values(table_file, name, array)
         return _text_preserving_values(array)
 
-    def _candidate(self, record: Record, split: str, source: str, locator: str, index: int) -> RowCandidate:
-        return RowCandidate(
-            sample_id=self.sample_id(record, split, index),
+    def _candidate(self, record: Record, split: str, source: str, locator: str, index: int) -> ItemCandidate:
+        return ItemCandidate(
+            item_id=self.sample_id(record, split, index),
             dataset=self.name,
             split=split,
             source=source,
             locator=locator,
             question=record[self.question_column],
             answers=record.get(self.answers_column),
-            image_bytes=record[self.image_column],
+            images=[record[self.image_column]],
         )
 
 
@@ -235,7 +235,7 @@ class LmmsChartQALoader(HubDatasetLoader):
     def sample_id(self, record: Record, split: str, index: int) -> str | None:
         return f"chartqa-{split}-{index}"
 
-    def _candidate(self, record: Record, split: str, source: str, locator: str, index: int) -> RowCandidate:
+    def _candidate(self, record: Record, split: str, source: str, locator: str, index: int) -> ItemCandidate:
         candidate = super()._candidate(record, split, source, locator, index)
         answer = record.get(self.answers_column)
         return replace(candidate, answers=None if answer is None else [answer])

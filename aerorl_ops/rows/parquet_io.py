@@ -1,24 +1,26 @@
-"""Write and read :class:`Row` lists as Parquet in ``ROW_SCHEMA``; writes are atomic."""
+"""Write and read task items as a Parquet rows file in ``ROW_SCHEMA``; writes are atomic."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from aerorl_ops.rows.row import OPTIONAL_COLUMNS, ROW_SCHEMA, Row, rows_to_table, table_to_rows
+from aerorl_ops.rows.item_table import OPTIONAL_COLUMNS, ROW_SCHEMA, items_to_table, table_to_items
+from aerorl_ops.rows.task_item import TaskItem
 
 
-def write_rows_parquet(rows: list[Row], path: Path) -> Path:
-    """Write ``rows`` to ``path`` via a temporary file in the same folder and a rename.
+def write_items_parquet(items: Sequence[TaskItem], path: Path) -> Path:
+    """Write ``items`` to ``path`` via a temporary file in the same folder and a rename.
 
     A reader never sees a half-written file, and a failed write leaves any previous file intact.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = rows_to_table(rows)
+    table = items_to_table(items)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(handle)
     try:
@@ -30,13 +32,14 @@ def write_rows_parquet(rows: list[Row], path: Path) -> Path:
     return path
 
 
-def read_rows_parquet(path: Path) -> list[Row]:
-    """Rows from a file written by :func:`write_rows_parquet`."""
+def read_items_parquet(path: Path) -> list[TaskItem]:
+    """The items of a rows file written by :func:`write_items_parquet` (or before some columns existed:
+    ``item_table``)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: rows file does not exist (write it with write_rows_parquet first)")
+        raise FileNotFoundError(f"{path}: rows file does not exist (write it with write_items_parquet first)")
     names = pq.read_schema(path).names
     missing = [name for name in ROW_SCHEMA.names if name not in names and name not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"{path}: not a rows file, missing columns {missing} of ROW_SCHEMA")
-    return table_to_rows(pq.read_table(path, columns=[name for name in ROW_SCHEMA.names if name in names]))
+    return table_to_items(pq.read_table(path, columns=[name for name in ROW_SCHEMA.names if name in names]))

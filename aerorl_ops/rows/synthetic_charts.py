@@ -16,8 +16,8 @@ import random
 from dataclasses import dataclass
 
 from aerorl_ops.rows.chart_drawing import BarChart, ChartPicture, LineChart
-from aerorl_ops.rows.row import Row
 from aerorl_ops.rows.synthetic_sample import SyntheticSample
+from aerorl_ops.rows.task_item import TaskItem
 
 DATASET = "chartqa"
 GENERATOR = "charts"
@@ -169,20 +169,20 @@ def synthetic_chartqa_sample(seed: int, index: int, split: str = "validation") -
     shown = tuple(chart.shown(position) for position in range(len(chart.labels)))
     picture = ChartPicture(chart.topic.title, chart.labels, chart.values, shown, rng.choice(COLOURS))
     rendered = chart.topic.chart.render(picture)
-    row = Row(
-        sample_id=f"synthetic_{DATASET}-{split}-s{seed}-{index:05d}",
+    item = TaskItem(
+        item_id=f"synthetic_{DATASET}-{split}-s{seed}-{index:05d}",
         dataset=DATASET,
         split=split,
         question=asked.question,
         answers=asked.answers,
-        image_bytes=rendered.png,
+        images=(rendered.png,),
         source=f"synthetic:{GENERATOR}@seed={seed}",
         evidence_entities=asked.evidence,
     )
-    return SyntheticSample(row=row, drawn_text=rendered.drawn_text)
+    return SyntheticSample(item=item, drawn_text=rendered.drawn_text)
 
 
-def synthetic_chartqa_rows(count: int, seed: int, split: str = "validation") -> list[Row]:
+def synthetic_chartqa_rows(count: int, seed: int, split: str = "validation") -> list[TaskItem]:
     """``count`` deterministic chart rows; same ``(count, seed, split)`` gives identical bytes.
 
     >>> rows = synthetic_chartqa_rows(1, seed=0)
@@ -191,5 +191,5 @@ def synthetic_chartqa_rows(count: int, seed: int, split: str = "validation") -> 
     """
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
-    return [synthetic_chartqa_sample(seed, index, split).row for index in range(count)]
+    return [synthetic_chartqa_sample(seed, index, split).item for index in range(count)]
 

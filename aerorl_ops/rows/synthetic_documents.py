@@ -17,8 +17,8 @@ import random
 
 from aerorl_ops.rows import document_values as values
 from aerorl_ops.rows.document_layout import Block, Field, ItemLine, Rule, TextLine, Title, render_blocks
-from aerorl_ops.rows.row import Row
 from aerorl_ops.rows.synthetic_sample import SyntheticSample
+from aerorl_ops.rows.task_item import TaskItem
 
 DATASET = "docvqa"
 GENERATOR = "documents"
@@ -107,26 +107,26 @@ def synthetic_docvqa_sample(seed: int, index: int, split: str = "validation") ->
     blocks = rng.choice(TEMPLATES).blocks(rng)
     field = rng.choice([block for block in blocks if isinstance(block, Field) and block.question])
     rendered = render_blocks(blocks)
-    row = Row(
-        sample_id=f"synthetic_{DATASET}-{split}-s{seed}-{index:05d}",
+    item = TaskItem(
+        item_id=f"synthetic_{DATASET}-{split}-s{seed}-{index:05d}",
         dataset=DATASET,
         split=split,
         question=field.question,
         answers=field.value.aliases,
-        image_bytes=rendered.png,
+        images=(rendered.png,),
         source=f"synthetic:{GENERATOR}@seed={seed}",
         evidence_entities=(field.value.shown, field.label),
     )
-    return SyntheticSample(row=row, drawn_text=rendered.drawn_text)
+    return SyntheticSample(item=item, drawn_text=rendered.drawn_text)
 
 
-def synthetic_docvqa_rows(count: int, seed: int, split: str = "validation") -> list[Row]:
+def synthetic_docvqa_rows(count: int, seed: int, split: str = "validation") -> list[TaskItem]:
     """``count`` deterministic document rows; same ``(count, seed, split)`` gives identical bytes.
 
     >>> rows = synthetic_docvqa_rows(2, seed=0)
-    >>> rows[0].sample_id, rows[0].answers[0] in rows[0].answers
+    >>> rows[0].item_id, rows[0].answers[0] in rows[0].answers
     ('synthetic_docvqa-validation-s0-00000', True)
     """
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
-    return [synthetic_docvqa_sample(seed, index, split).row for index in range(count)]
+    return [synthetic_docvqa_sample(seed, index, split).item for index in range(count)]

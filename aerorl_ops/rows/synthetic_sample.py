@@ -1,15 +1,15 @@
-"""A generated row together with the strings drawn on its image."""
+"""A generated item together with the strings drawn on its image."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import TaskItem
 
 
 @dataclass(frozen=True)
 class SyntheticSample:
-    """``drawn_text`` lets tests check that an answer is actually visible in ``row.image_bytes``."""
+    """``drawn_text`` lets tests check that an answer is actually visible in ``item.images[0]``."""
 
-    row: Row
+    item: TaskItem
     drawn_text: tuple[str, ...]

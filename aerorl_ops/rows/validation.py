@@ -1,14 +1,17 @@
-"""Checks that turn one raw dataset record into a :class:`Row` or a :class:`RejectedRow`.
+"""Checks that turn one raw dataset record into a :class:`TaskItem` or a :class:`RejectedRow`.
 
-A record is rejected, never silently dropped, when:
+Every loader checks its records here (the hub loaders, the synthetic sets' tests and every task
+environment's), so a record is judged the same wherever it is read. A record is rejected, never
+silently dropped, when:
 
 * it has no sample id;
 * its question is missing, blank, not valid UTF-8 or longer than ``MAX_QUESTION_CHARS``;
 * it has no answer aliases (unless ``RowChecks.allow_unanswered``), or an alias is not
   valid UTF-8 or longer than ``MAX_ALIAS_CHARS``;
-* its image bytes are missing, fail ``PIL.Image.verify()``, fail a full decode
+* its (first) image's bytes are missing, fail ``PIL.Image.verify()``, fail a full decode
   (truncated files often pass ``verify()``; a fresh ``load()`` catches them), or hold
-  more than ``max_image_pixels`` pixels.
+  more than ``max_image_pixels`` pixels; then each further image of a multi-image record
+  is checked the same way, its rejection naming its position (``image 1: ...``).
 
 Normalisation: the question and each alias are stripped of surrounding whitespace;
 ``None`` and blank aliases are skipped; aliases are deduplicated keeping first order.
@@ -22,12 +25,12 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from PIL import Image
 
 from aerorl_ops.rows.load_result import RejectedRow
-from aerorl_ops.rows.row import Row
+from aerorl_ops.rows.task_item import Message, TaskItem
 
 MAX_QUESTION_CHARS = 4_096
 MAX_ALIAS_CHARS = 1_024
@@ -37,7 +40,7 @@ MAX_IMAGE_PIXELS = 36_000_000
 
 @dataclass(frozen=True)
 class RowChecks:
-    """Thresholds and switches for :func:`validate_row`."""
+    """Thresholds and switches for :func:`validate_item`."""
 
     max_question_chars: int = MAX_QUESTION_CHARS
     max_alias_chars: int = MAX_ALIAS_CHARS
@@ -52,57 +55,66 @@ TextValue = str | bytes | None
 
 
 @dataclass(frozen=True)
-class RowCandidate:
-    """One record as it came out of a file or generator, before any check.
+class ItemCandidate:
+    """One record as it came out of a file or generator, before any check. ``locator`` points a person
+    at the record.
 
-    Text fields may still be ``bytes`` (decoded here as UTF-8) or ``None``.
+    Text fields may still be ``bytes`` (decoded here as UTF-8) or ``None``; the other fields become
+    the item's as they are.
     """
 
-    sample_id: str | None
+    item_id: str | None
     dataset: str
     split: str
     source: str
     locator: str
     question: TextValue
     answers: Sequence[TextValue] | None
-    image_bytes: bytes | None
-    evidence_entities: tuple[str, ...] = ()
+    images: Sequence[bytes | None]
+    messages: Sequence[Message] = ()
+    question_type: str | None = None
+    evidence_entities: tuple[str, ...] = field(default=())
+
+    def rejected(self, reason: str) -> RejectedRow:
+        """This record rejected for ``reason``."""
+        return RejectedRow(source=self.source, locator=self.locator, sample_id=self.item_id or None, reason=reason)
 
 
 class _Reject(Exception):
     """Internal: carries the rejection reason out of a nested check."""
 
 
-def validate_row(candidate: RowCandidate, checks: RowChecks = DEFAULT_CHECKS) -> Row | RejectedRow:
-    """Return the checked :class:`Row`, or a :class:`RejectedRow` saying what is wrong.
+def validate_item(candidate: ItemCandidate, checks: RowChecks = DEFAULT_CHECKS) -> TaskItem | RejectedRow:
+    """Return the checked :class:`TaskItem`, or a :class:`RejectedRow` saying what is wrong.
 
-    >>> from aerorl_ops.rows.validation import RowCandidate, validate_row
-    >>> bad = RowCandidate("s1", "docvqa", "validation", "f.parquet", "f.parquet#row=0",
-    ...                    question="  ", answers=["4"], image_bytes=b"")
-    >>> validate_row(bad).reason
+    >>> from aerorl_ops.rows.validation import ItemCandidate, validate_item
+    >>> bad = ItemCandidate("s1", "docvqa", "validation", "f.parquet", "f.parquet#row=0",
+    ...                     question="  ", answers=["4"], images=[b""])
+    >>> validate_item(bad).reason
     'empty question'
     """
     try:
-        if not candidate.sample_id:
+        if not candidate.item_id:
             raise _Reject("missing sample id")
         question = _checked_question(candidate.question, checks)
         answers = _checked_answers(candidate.answers, checks)
-        image_bytes = _checked_image(candidate.image_bytes, checks)
+        _checked_image(candidate.images[0] if candidate.images else None, checks)
+        for position, image in enumerate(candidate.images[1:], start=1):
+            problem = "missing image bytes" if not image else image_problem(image, checks.max_image_pixels)
+            if problem:
+                raise _Reject(f"image {position}: {problem}")
     except _Reject as rejection:
-        return RejectedRow(
-            source=candidate.source,
-            locator=candidate.locator,
-            sample_id=candidate.sample_id or None,
-            reason=str(rejection),
-        )
-    return Row(
-        sample_id=candidate.sample_id,
+        return candidate.rejected(str(rejection))
+    return TaskItem(
+        item_id=candidate.item_id,
         dataset=candidate.dataset,
         split=candidate.split,
+        source=candidate.source,
         question=question,
         answers=answers,
-        image_bytes=image_bytes,
-        source=candidate.source,
+        images=tuple(candidate.images),
+        messages=tuple(candidate.messages),
+        question_type=candidate.question_type,
         evidence_entities=candidate.evidence_entities,
     )
 

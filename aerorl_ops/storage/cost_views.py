@@ -53,7 +53,7 @@ WITH usage AS (
     SELECT 'training', run_id, env, base_model, NULL, env,
         CASE WHEN telemetry->>'peak_memory_source' LIKE 'torch%' THEN 'gpu' ELSE 'cpu' END,
         CAST(telemetry->>'sampling_duration_s' AS DOUBLE)
-            * coalesce(CAST(config->>'nproc_per_node' AS INTEGER), 1)
+            * coalesce(CAST(config->>'nproc_per_node' AS INTEGER), 1) * coalesce(CAST(config->>'nnodes' AS INTEGER), 1)
             * CASE WHEN telemetry->>'peak_memory_source' LIKE 'torch%' THEN 1
                    ELSE coalesce(CAST(telemetry->>'cpu_avg_pct' AS DOUBLE), 100) / 100 END,
         NULL

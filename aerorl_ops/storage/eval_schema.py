@@ -1,109 +1,130 @@
-"""The evaluation tables: ``eval_runs``, ``eval_samples``, ``eval_metrics``, ``eval_comparisons``."""
+"""The evaluation tables: ``eval_runs``, ``eval_samples``, ``eval_metrics``, ``eval_comparisons``. Each is
+declared once, as the dataclass of one row; its columns derive from the fields (``storage.columns``), after
+the columns the row type lacks, which name its eval (``eval_id``) and, for the per-model tables, its
+``role``: ``eval_runner.eval_rows.eval_tables`` gives every row of an eval its id and role."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 import pyarrow as pa
 
-from aerorl_ops.storage.schema import TIMESTAMP, TableSpec, required
+from aerorl_ops.storage.columns import column, record_columns
+from aerorl_ops.storage.schema import TableSpec, required
 
 MODEL_ROLE, BASELINE_ROLE = "model", "baseline"
 """The ``role`` of a model within an eval: the one evaluated, and the one it is compared with."""
 
-EVAL_RUNS = TableSpec(
-    "eval_runs",
-    pa.schema([
-        required("eval_id", pa.string()),
-        required("role", pa.string()),
-        required("model", pa.string()),
-        ("model_source", pa.string()),
-        ("dataset", pa.string()),
-        ("split", pa.string()),
-        ("questions", pa.int32()),
-        ("settings", pa.json_()),
-        ("max_new_tokens", pa.int32()),
-        ("seed", pa.int64()),
-        ("training_run_id", pa.string()),
-        ("step", pa.int32()),
-        ("device", pa.string()),
-        ("started_at", TIMESTAMP),
-        ("finished_at", TIMESTAMP),
-        ("wall_s", pa.float64()),
-        ("config", pa.json_()),
-        ("rejected_rows", pa.int32()),
-        ("cpu_s", pa.float64()),
-    ]),
-    ("eval_id",),
-)
-"""One model's evaluation within an eval (``aerorl_ops.eval_runner.eval_rows.EvalRunRecord``): ``role`` is
-'model' or 'baseline' (an eval of a model alone has only 'model'); ``model`` is the key or checkpoint
-directory as given; ``settings`` the sampling settings as JSON; ``training_run_id`` and ``step`` are set
-when training recorded the evaluation; ``rejected_rows``: the dataset rows its environment rejected
-(each in ``rejected_rows`` under the eval id)."""
+EVAL_ID = required("eval_id", pa.string())
+"""The first column of every evaluation table: the eval a row belongs to."""
+ROLE = required("role", pa.string())
+"""The second column of ``eval_samples`` and ``eval_metrics``: the model of the eval a row describes."""
 
-EVAL_SAMPLES = TableSpec(
-    "eval_samples",
-    pa.schema([
-        required("eval_id", pa.string()),
-        required("role", pa.string()),
-        required("setting", pa.string()),
-        required("item_index", pa.int32()),
-        ("item_id", pa.string()),
-        ("question_type", pa.string()),
-        required("sample_no", pa.int32()),
-        ("response", pa.string()),
-        ("correct", pa.bool_()),
-        ("reward", pa.float64()),
-        ("response_tokens", pa.int32()),
-        ("truncated", pa.bool_()),
-        ("reflection", pa.bool_()),
-    ]),
-    ("eval_id",),
-)
-"""One response (``aerorl_ops.eval_runner.runner.SampleRecord``): question ``item_index`` of the dataset
-sample, response ``sample_no`` at ``setting``; its length in tokens (EOS excluded), whether it was cut at
-the maximum length, and whether it holds one of MAYE's reflection words."""
 
-EVAL_METRICS = TableSpec(
-    "eval_metrics",
-    pa.schema([
-        required("eval_id", pa.string()),
-        required("role", pa.string()),
-        required("setting", pa.string()),
-        required("question_type", pa.string()),
-        *[(name, pa.int32()) for name in ("k", "samples_per_question", "questions", "responses")],
-        *[(name, pa.float64()) for name in ("accuracy", "accuracy_stderr", "pass_at_1", "reward_mean", "mean_length",
-                                            "length_clip_ratio")],
-        ("n_correct", pa.int32()),
-        ("n_reflection", pa.int32()),
-        *[(name, pa.float64()) for name in ("reflection_ratio", "reflection_ratio_in_correct",
-                                            "reflection_ratio_in_incorrect", "correct_ratio_in_reflection",
-                                            "correct_ratio_in_no_reflection")],
-    ]),
-    ("eval_id",),
-)
-"""One model's metrics at one setting (``aerorl_ops.eval_runner.summaries.SettingMetrics``), wide: over every
-question (``question_type`` = 'all') and per question type. ``accuracy`` is the mean unbiased pass@k;
-a reflection ratio with a zero denominator is NULL."""
+@dataclass(frozen=True)
+class EvalRunRow:
+    """One model's evaluation within an eval: its ``eval_runs`` row less ``eval_id``
+    (``eval_runner.eval_rows.EvalRunRecord`` builds it from an outcome).
 
-EVAL_COMPARISONS = TableSpec(
-    "eval_comparisons",
-    pa.schema([
-        required("eval_id", pa.string()),
-        required("setting", pa.string()),
-        required("question_type", pa.string()),
-        required("method", pa.string()),
-        ("questions", pa.int32()),
-        *[(name, pa.float64()) for name in ("model_accuracy", "baseline_accuracy", "difference", "ci_low", "ci_high",
-                                            "confidence")],
-        ("b", pa.int32()),
-        ("c", pa.int32()),
-        ("p_value", pa.float64()),
-        ("resamples", pa.int32()),
-    ]),
-    ("eval_id",),
-)
-"""Model minus baseline at one setting and question type (``aerorl_ops.eval_runner.paired_differences.ComparisonRow``):
-the paired ``confidence`` interval of the accuracy difference, exact McNemar (with ``p_value``) where a
-setting draws one response per question, else the paired bootstrap (``resamples``)."""
+    ``role`` is 'model' or 'baseline' (an eval of a model alone has only 'model'); ``model`` is the key or
+    checkpoint directory as given; ``training_run_id`` and ``step`` are set when training recorded the
+    evaluation."""
+
+    role: str = column(required=True)
+    model: str = column(required=True)
+    model_source: str | None
+    dataset: str | None
+    split: str | None
+    questions: int
+    settings: str = column(pa.json_())  # JSON: the sampling settings, in order
+    max_new_tokens: int
+    seed: int = column(pa.int64())
+    training_run_id: str | None
+    step: int | None
+    device: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    wall_s: float
+    config: str | None = column(pa.json_())  # JSON: the eval's settings
+    # dataset rows the environment rejected (None: not counted), each in ``rejected_rows`` under the eval id
+    rejected_rows: int | None = None
+    cpu_s: float | None = None  # this process's CPU time (core-seconds) for the evaluation, its model's load included
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One response to one question at one setting: an ``eval_samples`` row less its eval and role.
+
+    Question ``item_index`` of the dataset sample, response ``sample_no`` at ``setting``."""
+
+    setting: str = column(required=True)
+    item_index: int = column(required=True)
+    item_id: str
+    question_type: str | None
+    sample_no: int = column(required=True)  # 0 .. n-1 within the question
+    response: str
+    correct: bool
+    reward: float
+    response_tokens: int  # generated tokens, EOS excluded
+    truncated: bool  # reached max_new_tokens without an EOS
+    reflection: bool  # holds one of MAYE's reflection words
+
+
+@dataclass(frozen=True)
+class SettingMetrics:
+    """One model's metrics at one setting over one question type: an ``eval_metrics`` row less its eval and
+    role (``eval_runner.summaries`` computes them). Wide: over every question (``question_type`` = 'all') and
+    per question type; ``accuracy`` is the mean unbiased pass@k; a reflection ratio with a zero denominator is
+    None (NULL)."""
+
+    setting: str = column(required=True)
+    question_type: str = column(required=True)
+    k: int
+    samples_per_question: int
+    questions: int
+    responses: int
+    accuracy: float
+    accuracy_stderr: float
+    pass_at_1: float
+    reward_mean: float
+    mean_length: float
+    length_clip_ratio: float
+    n_correct: int
+    n_reflection: int
+    reflection_ratio: float | None
+    reflection_ratio_in_correct: float | None
+    reflection_ratio_in_incorrect: float | None
+    correct_ratio_in_reflection: float | None
+    correct_ratio_in_no_reflection: float | None
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """Model minus baseline at one setting over one question type: an ``eval_comparisons`` row less its eval
+    (``eval_runner.paired_differences`` computes them). The paired ``confidence`` interval of the accuracy
+    difference: exact McNemar (with ``p_value``) where a setting draws one response per question, else the
+    paired bootstrap (``resamples``)."""
+
+    setting: str = column(required=True)
+    question_type: str = column(required=True)
+    method: str = column(required=True)  # "mcnemar_exact" or "paired_bootstrap"
+    questions: int
+    model_accuracy: float
+    baseline_accuracy: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    b: int  # questions where the model scores higher
+    c: int  # questions where the baseline scores higher
+    p_value: float | None  # exact McNemar p-value; None for the bootstrap
+    resamples: int | None  # bootstrap resamples; None for McNemar
+
+
+EVAL_RUNS = TableSpec("eval_runs", pa.schema([EVAL_ID, *record_columns(EvalRunRow)]), ("eval_id",))
+EVAL_SAMPLES = TableSpec("eval_samples", pa.schema([EVAL_ID, ROLE, *record_columns(SampleRecord)]), ("eval_id",))
+EVAL_METRICS = TableSpec("eval_metrics", pa.schema([EVAL_ID, ROLE, *record_columns(SettingMetrics)]), ("eval_id",))
+EVAL_COMPARISONS = TableSpec("eval_comparisons", pa.schema([EVAL_ID, *record_columns(ComparisonRow)]), ("eval_id",))
 
 EVAL_TABLES = (EVAL_RUNS, EVAL_SAMPLES, EVAL_METRICS, EVAL_COMPARISONS)

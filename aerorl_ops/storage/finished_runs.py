@@ -11,12 +11,13 @@ from pathlib import Path
 
 import duckdb
 
+from aerorl_ops.storage.database_check import IN_USE
 from aerorl_ops.storage.training_schema import TRAINING_RUNS
 
 
 def finished_at(database: Path, run_id: str, steps: int) -> datetime | None:
     """When run ``run_id`` finished, trained for ``steps`` steps in all; None when it has not (or there is no
-    database or no such table yet).
+    database or no such table yet, or another process holds it open for writing: a run it trains has not).
 
     >>> finished_at(Path("/no/such/aerorl.duckdb"), "r", 8) is None
     True
@@ -29,4 +30,8 @@ def finished_at(database: Path, run_id: str, steps: int) -> datetime | None:
                                "AND finished_at IS NOT NULL", [run_id, steps]).fetchone()
     except duckdb.CatalogException:  # no run was ever recorded in this database
         return None
+    except duckdb.Error as error:  # another process is writing it: not known here (the run's lock decides)
+        if any(sign in str(error) for sign in IN_USE):
+            return None
+        raise
     return None if row is None else row[0]

@@ -1,5 +1,7 @@
-"""DuckDB tables the pipeline writes, each declared once, as an Arrow schema: the benchmark's here,
-training's in ``storage.training_schema`` and evaluation's in ``storage.eval_schema``.
+"""DuckDB tables the pipeline writes, each declared once: the benchmark's here, as an Arrow schema or, for
+``benchmark_summary``, as the dataclass of one row, whose columns ``storage.columns`` derives; training's
+(``storage.training_schema``), evaluation's (``storage.eval_schema``) and the checkpoints'
+(``storage.checkpoint_schema``) likewise as row dataclasses.
 
 A table's DDL (``TableSpec.ddl``) and the Arrow schemas of the partition outputs that feed it
 (``output_schema``) derive from the schema here. Arrow types map onto DuckDB types as follows;
@@ -22,11 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
+from datetime import datetime
 
 import pyarrow as pa
 
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
+from aerorl_ops.storage.columns import TIMESTAMP, column, record_columns
 
 _DUCKDB_TYPES: Mapping[pa.DataType, str] = {
     pa.string(): "VARCHAR",
@@ -34,7 +38,7 @@ _DUCKDB_TYPES: Mapping[pa.DataType, str] = {
     pa.int64(): "BIGINT",
     pa.float64(): "DOUBLE",
     pa.bool_(): "BOOLEAN",
-    pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ",
+    TIMESTAMP: "TIMESTAMPTZ",
 }
 
 
@@ -132,7 +136,6 @@ BENCHMARK_KEY = (required("run_id", pa.string()), required("model_key", pa.strin
                  required("batch_size", pa.int32()))
 """The columns that name one benchmark partition's rows: its run, model and batch size."""
 _BENCHMARK_KEY_COLUMNS = tuple(f.name for f in BENCHMARK_KEY)
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 RUNS = TableSpec(
     "runs",
@@ -193,42 +196,46 @@ made before it gains it through ``ensure_tables`` in the same place."""
 
 REWARD_SCORES = TableSpec("reward_scores", pa.schema([*BENCHMARK_KEY, *SCORE_FIELDS]), _BENCHMARK_KEY_COLUMNS)
 
-SUMMARY_FIELDS = (
-    required("dataset", pa.string()),
-    pa.field("model_source", pa.string()),
-    pa.field("device", pa.string()),
-    pa.field("samples", pa.int32()),
-    pa.field("wall_s", pa.float64()),
-    pa.field("samples_per_s", pa.float64()),
-    pa.field("generated_tokens_per_s", pa.float64()),
-    pa.field("latency_avg_ms", pa.float64()),
-    pa.field("latency_p50_ms", pa.float64()),
-    pa.field("latency_p95_ms", pa.float64()),
-    pa.field("model_load_s", pa.float64()),
-    pa.field("pass_rate", pa.float64()),
-    pa.field("manual_pass_rate", pa.float64()),
-    pa.field("manual_false_passes", pa.int32()),
-    pa.field("average_reward", pa.float64()),
-    *[pa.field(f"{name}_avg", pa.float64()) for name in REWARD_COMPONENT_NAMES],
-    pa.field("anls_avg", pa.float64()),
-    pa.field("relaxed_accuracy_avg", pa.float64()),
-    pa.field("verifier_metric_agreement", pa.float64()),
-    pa.field("accuracy", pa.float64()),
-    pa.field("peak_memory_mb", pa.float64()),
-    pa.field("gpu_seen", pa.bool_()),
-    pa.field("gpu_util_avg", pa.float64()),
-    pa.field("gpu_util_max", pa.float64()),
-    pa.field("gpu_memory_avg_mb", pa.float64()),
-    pa.field("gpu_memory_max_mb", pa.float64()),
-    pa.field("gpu_power_avg_w", pa.float64()),
-    pa.field("cpu_percent_avg", pa.float64()),
-    pa.field("rss_max_mb", pa.float64()),
-    pa.field("created_at", TIMESTAMP),
-)
-"""One dataset's summary within a partition (``aerorl_ops.reporting.partition_summary.SummaryRow``): one row
-per run x model x batch size x dataset; a write replaces every dataset's row of its partition."""
+SummaryRow = make_dataclass("SummaryRow", [
+    ("dataset", str, column(required=True)),
+    ("model_source", str),
+    ("device", str),
+    ("samples", int),
+    ("wall_s", float),  # the dataset's share of the partition's generation time
+    ("samples_per_s", float | None),
+    ("generated_tokens_per_s", float | None),
+    ("latency_avg_ms", float | None),
+    ("latency_p50_ms", float | None),
+    ("latency_p95_ms", float | None),
+    ("model_load_s", float),
+    ("pass_rate", float | None),
+    ("manual_pass_rate", float | None),
+    ("manual_false_passes", int),
+    ("average_reward", float | None),
+    *[(f"{name}_avg", float | None) for name in REWARD_COMPONENT_NAMES],
+    ("anls_avg", float | None),
+    ("relaxed_accuracy_avg", float | None),
+    ("verifier_metric_agreement", float | None),
+    ("accuracy", float | None),
+    ("peak_memory_mb", float | None),
+    ("gpu_seen", bool),
+    ("gpu_util_avg", float | None),
+    ("gpu_util_max", float | None),
+    ("gpu_memory_avg_mb", float | None),
+    ("gpu_memory_max_mb", float | None),
+    ("gpu_power_avg_w", float | None),
+    ("cpu_percent_avg", float | None),
+    ("rss_max_mb", float | None),
+    ("created_at", datetime),
+], frozen=True, namespace={"__module__": __name__, "__doc__": """One dataset's summary within a benchmark
+partition: its ``benchmark_summary`` row less the partition key (run, model, batch size), one row per run x
+model x batch size x dataset; a write replaces every dataset's row of its partition
+(``aerorl_ops.reporting.partition_summary`` computes it). The average of each reward component is
+``<component>_avg``, one per ``REWARD_COMPONENT_NAMES``, so the row type is made from that list. A rate or
+average is None when there is nothing to divide or average; a telemetry value is None when the machine did not
+measure it."""})
 
-BENCHMARK_SUMMARY = TableSpec("benchmark_summary", pa.schema([*BENCHMARK_KEY, *SUMMARY_FIELDS]),
+BENCHMARK_SUMMARY = TableSpec("benchmark_summary", pa.schema([*BENCHMARK_KEY, *record_columns(SummaryRow)]),
                               _BENCHMARK_KEY_COLUMNS)
 
 REJECTED_ROWS = TableSpec(

@@ -1,123 +1,151 @@
 """The training tables: ``training_runs``, ``training_steps``, ``training_evals``, ``training_eval_types``,
-``training_rollouts``."""
+``training_rollouts``. Each is declared once, as the dataclass of one row; its columns derive from the fields
+(``storage.columns``). A table whose row type has no ``run_id`` field starts with a ``run_id`` column: the
+recorder gives every row of a run its id."""
 
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass, make_dataclass
+from datetime import datetime
 
 import pyarrow as pa
 
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
-from aerorl_ops.storage.schema import TIMESTAMP, TableSpec, required
+from aerorl_ops.storage.columns import column, record_columns
+from aerorl_ops.storage.schema import TableSpec, required
 
-TRAINING_RUNS = TableSpec(
-    "training_runs",
-    pa.schema([
-        required("run_id", pa.string()),
-        ("base_model", pa.string()),
-        ("env", pa.string()),
-        ("algorithm", pa.string()),
-        ("quant_bits", pa.int32()),
-        ("reference_quantization_mode", pa.string()),
-        ("reference_source", pa.string()),
-        ("reference_loaded", pa.bool_()),
-        ("final_checkpoint", pa.string()),
-        ("steps", pa.int32()),
-        ("resumed_from_step", pa.int32()),
-        ("swap_question_type", pa.string()),
-        ("swap_questions", pa.int32()),
-        ("swap_changed", pa.float64()),
-        ("config", pa.json_()),
-        ("started_at", TIMESTAMP),
-        ("finished_at", TIMESTAMP),
-        ("telemetry", pa.json_()),
-        ("rejected_rows", pa.int32()),
-        ("reference_unquantized", pa.json_()),
-        ("state_bytes_per_rank", pa.int64()),
-    ]),
-    ("run_id",),
-    renamed=(("quant_ref_bits", "quant_bits"),),  # AeroRL's name, before the setting kept its own
-)
-"""One training run (``rl.record.rows.TrainingRunRecord``; ``finished_at`` NULL until it ends); ``swap_changed``:
-the share of answers that change when images are swapped; ``rejected_rows``: rows its environments rejected;
-``reference_unquantized``: the linear layers a quantized reference kept in full precision (a JSON list; NULL when
-the reference is not quantized or did not load); ``state_bytes_per_rank``: the most bytes of parameters, gradients and
-optimizer state one training rank held (its local shards with ``sharding = "fsdp2"``; NULL when no update ran)."""
+RUN_ID = required("run_id", pa.string())
+"""The first column of each training table whose row type has no ``run_id`` field."""
 
-TRAINING_STEPS = TableSpec(
-    "training_steps",
-    pa.schema([
-        required("run_id", pa.string()),
-        required("step", pa.int32()),
-        ("phase", pa.string()),
-        *[(name, pa.float64()) for name in (
-            "loss", "reward_mean", "reward_std", "accuracy", "kl", "entropy", "clip_fraction", "response_clip_ratio",
-            "response_length", "masked_token_fraction", "vision_token_fraction", "tokens_per_s", "step_s",
-            "grad_norm", "learning_rate")],
-        ("skipped", pa.bool_()),
-        ("peak_memory_mb", pa.float64()),
-        ("curriculum_stage", pa.int32()),
-        ("episodes_seen", pa.int64()),
-        *[(name, pa.float64()) for name in (
-            "approx_kl", "dual_clip_fraction", "value_loss", "value_clip_fraction", "explained_variance")],
-        *[(name, pa.int32()) for name in (
-            "groups_sampled", "groups_kept", "groups_dropped", "groups_filled", "sampling_rounds")],
-        ("padded_token_fraction", pa.float64()),
-        ("behaviour_step", pa.int32()),
-    ]),
-    ("run_id",),
-)
-"""One training step: the run id, then the fields of ``aerorl_ops.rl.step.stats.StepStats``."""
 
-TRAINING_EVALS = TableSpec(
-    "training_evals",
-    pa.schema([
-        required("run_id", pa.string()),
-        required("step", pa.int32()),
-        ("phase", pa.string()),
-        ("wall_s", pa.float64()),
-        ("accuracy", pa.float64()),
-        ("accuracy_stderr", pa.float64()),
-        ("n", pa.int32()),
-        *[(name, pa.float64()) for name in ("reward_mean", *[f"{c}_mean" for c in REWARD_COMPONENT_NAMES])],
-        ("samples", pa.int32()),
-    ]),
-    ("run_id",),
-)
-"""One held-out evaluation (phases: no_image_prior, base, warmup, rl, final, control): greedy accuracy
-over ``n`` questions with its binomial standard error, and the mean reward (and reward-stack
-components, where the environment's reward has them)."""
+@dataclass(frozen=True)
+class TrainingRunRow:
+    """One training run's ``training_runs`` row (``rl.record.rows.TrainingRunRecord`` builds it from the run's
+    settings and result); ``finished_at`` is None until the run ends."""
 
-TRAINING_EVAL_TYPES = TableSpec(
-    "training_eval_types",
-    pa.schema([
-        required("run_id", pa.string()),
-        required("step", pa.int32()),
-        required("phase", pa.string()),
-        required("question_type", pa.string()),
-        ("accuracy", pa.float64()),
-        ("n", pa.int32()),
-    ]),
-    ("run_id",),
-)
-"""The accuracy of one held-out evaluation on one question type (e.g. easy-VQA yes_no / colour / shape)."""
+    run_id: str = column(required=True)
+    base_model: str
+    env: str
+    algorithm: str
+    quant_bits: int
+    reference_quantization_mode: str
+    reference_source: str | None
+    reference_loaded: bool | None
+    final_checkpoint: str | None
+    steps: int
+    resumed_from_step: int | None
+    swap_question_type: str | None
+    swap_questions: int | None
+    swap_changed: float | None  # the share of answers that change when images are swapped
+    config: str = column(pa.json_())  # JSON: the run's TrainingSettings, dataclasses.asdict
+    started_at: datetime
+    finished_at: datetime | None
+    telemetry: str | None = column(pa.json_())  # JSON: TelemetrySummary.as_record() over the whole run
+    rejected_rows: int | None = None  # rows the training and held-out environments rejected
+    # JSON list: the linear layers a quantized reference kept in full precision (None: not quantized, or not loaded)
+    reference_unquantized: str | None = column(pa.json_(), default=None)
+    # the most bytes of parameters, gradients and optimizer state one training rank held (its local shards with
+    # sharding = "fsdp2"; None when no update ran)
+    state_bytes_per_rank: int | None = column(pa.int64(), default=None)
 
-TRAINING_ROLLOUTS = TableSpec(
-    "training_rollouts",
-    pa.schema([
-        required("run_id", pa.string()),
-        required("step", pa.int32()),
-        required("row", pa.int32()),  # the reply's row in the step's rollout
-        ("prompt_id", pa.string()),  # the task item's id
-        ("question", pa.string()),
-        ("image_sha256", pa.string()),  # the (first) image's content hash; the image is saved once under it
-        ("completion", pa.string()),  # the reply as decoded (multi-turn: every turn, the environment's too)
-        ("reward", pa.float64()),
-        ("correct", pa.bool_()),
-        ("advantage", pa.float64()),  # mean over the reply's own tokens
-        ("length", pa.int32()),  # completion tokens
-        ("logprob_sum", pa.float64()),  # the rollout policy's log-probability of the reply's own tokens
-    ]),
-    ("run_id", "step"),
-)
-"""A sampled share (``rollout_log_rate``) of each RL step's replies, so a reward curve's rollouts can be read."""
+
+@dataclass(frozen=True)
+class StepStats:
+    """One training step's statistics, as plain values (its ``training_steps`` row, less the run id)."""
+
+    step: int = column(required=True)
+    phase: str  # "warmup" (supervised), "control" (supervised control) or the RL algorithm's name
+    loss: float
+    reward_mean: float | None  # the environment's reward over the rollout (RL steps)
+    reward_std: float | None
+    accuracy: float | None  # share of rollout replies the environment marks correct
+    kl: float | None  # token-mean KL (the run's kl_kind) of the rollout's policy to the reference (None without one)
+    entropy: float | None  # token-mean entropy of the rollout's policy over response tokens
+    clip_fraction: float | None  # share of tokens where the PPO ratio clip binds (over every update of the step)
+    response_clip_ratio: float | None  # share of replies cut at max_new_tokens
+    response_length: float
+    masked_token_fraction: float  # counted (completion text) tokens / attended tokens
+    vision_token_fraction: float  # vision tokens / attended tokens
+    tokens_per_s: float
+    step_s: float
+    grad_norm: float
+    learning_rate: float
+    skipped: bool  # the NaN/inf guard skipped this step's update
+    peak_memory_mb: float
+    curriculum_stage: int | None = None  # 0-based curriculum stage of the step's batch (None = natural mix)
+    # training items (supervised) or sampled replies (RL) up to this step
+    episodes_seen: int | None = column(pa.int64(), default=None)
+    approx_kl: float | None = None  # RL: token-mean of old - new log-prob over every update of the step
+    dual_clip_fraction: float | None = None  # RL: share of tokens where the dual clip binds (every update)
+    value_loss: float | None = None  # PPO: the clipped value loss (before value_coef), mean over updates
+    value_clip_fraction: float | None = None  # PPO: share of tokens where the value clip binds (every update)
+    explained_variance: float | None = None  # PPO: 1 - Var(returns - values) / Var(returns) at the rollout
+    groups_sampled: int | None = None  # RL: prompt groups sampled over every sampling round (rl.step.rollout_rounds)
+    groups_kept: int | None = None  # RL: informative groups trained on (all of them without dynamic sampling)
+    groups_dropped: int | None = None  # RL, dynamic sampling: groups whose rewards were all equal, left out
+    groups_filled: int | None = None  # RL, dynamic sampling: uninformative groups trained on (rounds ran out)
+    sampling_rounds: int | None = None  # RL: rollout rounds of the step
+    padded_token_fraction: float | None = None  # padding / all positions of the step's micro-batches
+    behaviour_step: int | None = None  # RL: the step after which the weights that sampled its replies were taken
+
+    def as_record(self) -> dict[str, object]:
+        return asdict(self)
+
+
+TrainingEvalRow = make_dataclass("TrainingEvalRow", [
+    ("step", int, column(required=True)),
+    ("phase", str | None),
+    ("wall_s", float | None),
+    ("accuracy", float | None),
+    ("accuracy_stderr", float | None),
+    ("n", int | None),
+    ("reward_mean", float | None),
+    *[(f"{name}_mean", float | None) for name in REWARD_COMPONENT_NAMES],
+    ("samples", int | None),
+], frozen=True, namespace={"__module__": __name__, "__doc__": """One held-out evaluation (phases: no_image_prior,
+base, warmup, rl, final, control): its ``training_evals`` row less the run id. Greedy accuracy over ``n`` questions
+with its binomial standard error, the mean reward, and the mean of each reward component (``<component>_mean``, one
+per ``REWARD_COMPONENT_NAMES``, so the row type is made from that list; None where the environment's reward has no
+such component)."""})
+
+
+@dataclass(frozen=True)
+class TrainingEvalTypeRow:
+    """The accuracy of one held-out evaluation on one question type (e.g. easy-VQA yes_no / colour / shape): a
+    ``training_eval_types`` row less the run id."""
+
+    step: int = column(required=True)
+    phase: str = column(required=True)
+    question_type: str = column(required=True)
+    accuracy: float | None
+    n: int | None
+
+
+@dataclass(frozen=True)
+class RolloutRow:
+    """One sampled reply of an RL step (a share, ``rollout_log_rate``, of each step's replies is kept, so a
+    reward curve's rollouts can be read): a ``training_rollouts`` row less the run id."""
+
+    step: int = column(required=True)
+    row: int = column(required=True)  # the reply's row in the step's rollout
+    prompt_id: str  # the task item's id
+    question: str
+    image_sha256: str | None  # the (first) image's content hash; the image is saved once under it
+    completion: str  # the reply as decoded (multi-turn: every turn, the environment's too)
+    reward: float
+    correct: bool
+    advantage: float  # mean over the reply's own tokens
+    length: int  # completion tokens
+    logprob_sum: float  # the rollout policy's log-probability of the reply's own tokens
+
+
+TRAINING_RUNS = TableSpec("training_runs", pa.schema(record_columns(TrainingRunRow)), ("run_id",),
+                          renamed=(("quant_ref_bits", "quant_bits"),))  # AeroRL's name, before the setting kept its own
+TRAINING_STEPS = TableSpec("training_steps", pa.schema([RUN_ID, *record_columns(StepStats)]), ("run_id",))
+TRAINING_EVALS = TableSpec("training_evals", pa.schema([RUN_ID, *record_columns(TrainingEvalRow)]), ("run_id",))
+TRAINING_EVAL_TYPES = TableSpec("training_eval_types", pa.schema([RUN_ID, *record_columns(TrainingEvalTypeRow)]),
+                                ("run_id",))
+TRAINING_ROLLOUTS = TableSpec("training_rollouts", pa.schema([RUN_ID, *record_columns(RolloutRow)]),
+                              ("run_id", "step"))
 
 TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_ROLLOUTS)

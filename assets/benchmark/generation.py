@@ -9,7 +9,7 @@ from aerorl_ops.config.fields import checked
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.batched import BatchProgress
 from aerorl_ops.generation.partition_run import partition_stats, run_generation
-from aerorl_ops.rows import Row, table_to_rows
+from aerorl_ops.rows import TaskItem, table_to_items
 from assets.benchmark.partitions import partition_parts
 from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
@@ -48,13 +48,13 @@ def build_generations(bench: BenchmarkConfig, partitions: dg.PartitionsDefinitio
         prompt, with latency, token and telemetry figures."""
         settings = checked(GenerationSettings, "run config: generations", "generation",
                            settings_values(config, GenerationSettings), seed=bench.seed)
-        rows = [row for dataset in bench.benchmarked for row in table_to_rows(dataset_rows[dataset.asset_name])]
+        rows = [item for dataset in bench.benchmarked for item in table_to_items(dataset_rows[dataset.asset_name])]
         return generate_partition(context, bench, rows[: config.limit or None], settings, model_runtime)
 
     return generations
 
 
-def generate_partition(context: dg.AssetExecutionContext, bench: BenchmarkConfig, rows: list[Row],
+def generate_partition(context: dg.AssetExecutionContext, bench: BenchmarkConfig, rows: list[TaskItem],
                        settings: GenerationSettings, model_runtime: ModelRuntime) -> dg.Output[pa.Table]:
     """Generate ``rows`` with the partition's model at its batch size; the table and its figures."""
     model_key, batch_size = partition_parts(context)

@@ -17,7 +17,7 @@ from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.envs.configured import dataset_fingerprint, dataset_rows
 from aerorl_ops.envs.rejections import NoUsableRowsError
-from aerorl_ops.rows import LoadResult, rows_to_table
+from aerorl_ops.rows import LoadResult, items_to_table
 from aerorl_ops.rows.source_fingerprint import SourceFingerprint
 from assets.metadata import counts_markdown, markdown_preview
 from assets.rejections import record_rejections
@@ -63,19 +63,27 @@ def rows_source(dataset: DatasetSettings, config: DatasetRowsConfig) -> SourceFi
 def recorded_fingerprint(instance: dg.DagsterInstance, dataset: DatasetSettings) -> SourceFingerprint | None:
     """The source fingerprint the latest materialization of ``dataset``'s rows recorded; ``None`` when
     there is none (never materialized, or cached before fingerprints were recorded)."""
-    event = instance.get_latest_materialization_event(dg.AssetKey(dataset.asset_name))
+    return recorded_source(instance, dg.AssetKey(dataset.asset_name))
+
+
+def recorded_source(instance: dg.DagsterInstance, key: dg.AssetKey) -> SourceFingerprint | None:
+    """The source fingerprint the latest materialization of the rows asset ``key`` recorded (``None`` as
+    ``recorded_fingerprint`` says)."""
+    event = instance.get_latest_materialization_event(key)
     materialization = event.asset_materialization if event is not None else None
     if materialization is None or FINGERPRINT_KEY not in materialization.metadata:
         return None
     try:
         return SourceFingerprint.from_dict(materialization.metadata[FINGERPRINT_KEY].value)
     except ValueError as error:
-        raise ValueError(f"{dataset.asset_name}: its latest materialization's {FINGERPRINT_KEY} is unreadable "
+        raise ValueError(f"{key.to_user_string()}: its latest materialization's {FINGERPRINT_KEY} is unreadable "
                          f"({error}); materialize it again (`aerorl bench` without --skip-rows)") from None
 
 
-def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings, config: DatasetRowsConfig,
-                     duckdb: DuckDBResource) -> dg.MaterializeResult[pa.Table]:
+def rows_materialization(context: dg.AssetExecutionContext, dataset: DatasetSettings, config: DatasetRowsConfig,
+                         duckdb: DuckDBResource) -> dg.MaterializeResult[pa.Table]:
+    """The rows of ``dataset`` as its rows asset's materialization: the table, the source's data version, the
+    counts and a preview; every rejected row recorded (also when none is usable)."""
     run_id, stage = benchmark_run_id(context), context.asset_key.to_user_string()
     source = rows_source(dataset, config)  # before the read: a change made during it shows next time
     try:
@@ -86,7 +94,7 @@ def materialize_rows(context: dg.AssetExecutionContext, dataset: DatasetSettings
     record_rejections(duckdb, run_id, stage, dataset.name, result.rejected)
     for rejected in result.rejected[:20]:
         context.log.warning(f"rejected {rejected.locator}: {rejected.reason}")
-    table = rows_to_table(result.rows)
+    table = items_to_table(result.items)
     preview = table.drop_columns(["image_bytes"]).to_pandas()
     return dg.MaterializeResult(value=table, data_version=dg.DataVersion(source.version), metadata={
         "dagster/row_count": table.num_rows,
@@ -109,7 +117,7 @@ def build_dataset_rows(dataset: DatasetSettings) -> dg.AssetsDefinition:
                           "question, every answer alias, image, prompt.")
     def rows_asset(context: dg.AssetExecutionContext, config: DatasetRowsConfig,
                    duckdb: DuckDBResource) -> dg.MaterializeResult[pa.Table]:
-        return materialize_rows(context, dataset, config, duckdb)
+        return rows_materialization(context, dataset, config, duckdb)
 
     return rows_asset
 

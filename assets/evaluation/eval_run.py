@@ -4,16 +4,21 @@ Both models answer ``n`` questions of a configured dataset (pass@k at temperatur
 0.6, pass@1 near-greedy); ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` / ``eval_comparisons``
 get the eval's rows and the ``eval_vs_baseline`` view is refreshed; the dataset rows the environment
 rejected are logged (one line: count and top reasons) and stored in ``rejected_rows`` under the eval id.
-The metadata shows the side-by-side table (with the paired 95% intervals) and the accuracy figure.
+The questions are read from the ``evaluation/eval_rows`` asset (``assets.run_rows``, the asset's upstream)
+when it holds exactly what the settings draw from the dataset now, else from the dataset's source, with a
+warning saying why. The metadata shows the side-by-side table (with the paired 95% intervals), the
+accuracy figure, and where the questions came from with their content hash.
 """
 
 from collections.abc import Sequence
 
 import dagster as dg
+import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, EvalSettings, model_entry
 from aerorl_ops.config.fields import ConfigError, checked
+from aerorl_ops.envs.cached import cached_env
 from aerorl_ops.envs.configured import dataset_env, dataset_settings
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
@@ -25,8 +30,10 @@ from aerorl_ops.storage.eval_schema import EVAL_TABLES
 from aerorl_ops.storage.eval_views import create_eval_views
 from aerorl_ops.storage.schema import REJECTED_ROWS
 from assets.figures import eval_figures
+from assets.io_managers import ParquetTableIOManager
 from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
+from assets.run_rows import EVAL_ROWS_KEY, eval_rows
 from assets.settings_config import config_class, settings_values
 
 EVAL_DOC = """Eval settings of this run; the defaults are the config file's [eval].
@@ -53,37 +60,43 @@ def eval_config_class(settings: EvalSettings) -> type["EvalRunConfig"]:
 def build_eval_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
     """The ``eval_run`` asset; its run config defaults to the ``[eval]`` settings in ``bench``."""
     EvalConfig = eval_config_class(bench.eval)  # a Config class, made per config file
+    rows = eval_rows(bench)  # the questions' rows asset
 
-    @dg.asset(group_name="evaluation", kinds={"pytorch", "duckdb"})
+    @dg.asset(group_name="evaluation", kinds={"pytorch", "duckdb"}, deps=[rows.key] if rows else [])
     def eval_run(context: dg.AssetExecutionContext, config: EvalConfig, model_runtime: ModelRuntime,
-                 duckdb: DuckDBResource) -> dg.MaterializeResult:
+                 duckdb: DuckDBResource, io_manager: dg.ResourceParam[ParquetTableIOManager]) -> dg.MaterializeResult:
         """A model against its baseline at MAYE's settings, paired; rows and the comparison view in DuckDB."""
-        return evaluate(context, bench, config, model_runtime, duckdb)
+        return evaluate(context, bench, config, model_runtime, duckdb, io_manager)
 
     return eval_run
 
 
 def evaluate(context: dg.AssetExecutionContext, bench: BenchmarkConfig, config: EvalRunConfig,
-             model_runtime: ModelRuntime, duckdb: DuckDBResource) -> dg.MaterializeResult:
+             model_runtime: ModelRuntime, duckdb: DuckDBResource,
+             store: ParquetTableIOManager) -> dg.MaterializeResult:
     """The body of ``eval_run``: check the inputs, evaluate both models, write the eval's rows."""
     try:
         settings = config.settings()
     except ConfigError as error:
         raise dg.Failure(f"eval_run config: {error}") from error
-    return run_evaluation(context, bench, settings, config.eval_id or None, model_runtime, duckdb)
+    return run_evaluation(context, bench, settings, config.eval_id or None, model_runtime, duckdb,
+                          cached=store.stored_table(EVAL_ROWS_KEY))
 
 
 def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, settings: EvalSettings,
                    eval_id: str | None, model_runtime: ModelRuntime, duckdb: DuckDBResource,
-                   lineage: Sequence[PartitionWrite] = ()) -> dg.MaterializeResult:
+                   lineage: Sequence[PartitionWrite] = (), cached: pa.Table | None = None) -> dg.MaterializeResult:
     """``settings.model`` against ``settings.baseline``: both evaluated, the eval's rows written (with the
-    ``lineage`` rows, in the same transaction), the side-by-side table and figures as metadata."""
+    ``lineage`` rows, in the same transaction), the side-by-side table and figures as metadata. The
+    questions come from ``cached`` (the ``evaluation/eval_rows`` table) when it holds what the dataset gives."""
     try:
         model, baseline = model_entry(settings.model, bench), model_entry(settings.baseline, bench, "baseline")
         dataset = dataset_settings(settings.dataset, bench, settings.split, settings.n)
-        env = dataset_env(dataset)
+        env, came = cached_env(dataset, cached, lambda: dataset_env(dataset))
     except ConfigError as error:
         raise dg.Failure(f"eval_run config: {error}") from error
+    if not came.cached:
+        context.log.warning(f"dataset {dataset.name!r}: questions read from its source ({came.why_source})")
     if env.rejected:
         context.log.warning(f"dataset {dataset.name!r}: {rejection_summary(env.rejected)}")
 
@@ -101,6 +114,8 @@ def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, se
     return dg.MaterializeResult(metadata=readable({
         "eval_id": result.eval_id, "model": settings.model, "baseline": settings.baseline,
         "dataset": f"{dataset.name} ({dataset.split})", "questions": len(env),
+        "questions_from": "cached rows (evaluation/eval_rows)" if came.cached else f"source: {came.why_source}",
+        "questions_sha256": came.content_sha256,
         "rejected_rows": len(env.rejected), "rejections": rejection_summary(env.rejected),
         "samples": len(result.model.outcome.samples) + len(result.baseline.outcome.samples),
         "wall_s": result.model.outcome.wall_s + result.baseline.outcome.wall_s,

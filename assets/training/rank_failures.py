@@ -17,13 +17,33 @@ A torchrun agent (a node) that exits with an error before any of its ranks wrote
 from __future__ import annotations
 
 import json
+import os
+import time
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+LOGGED_ERROR_CHARS = 400
+"""A termination log holds 4096 bytes for every rank of its pod: each rank's error is cut to this."""
+
 
 def failure_path(folder: Path, rank: int) -> Path:
     return Path(folder) / f"rank-{rank}.json"
+
+
+def record_failure(extras: dict[str, Any], error: Exception) -> None:
+    """This rank's ``error``, its global rank and its node (torchrun's ``RANK`` and ``GROUP_RANK``), into
+    the failures folder (``extras["failures"]``, with the traceback) and appended as one line to the
+    termination log (``extras["failure_log"]``), where they are set. Call it where ``error`` was caught."""
+    record = {"rank": int(os.environ.get("RANK", "0")), "node": int(os.environ.get("GROUP_RANK", "0")),
+              "time": time.time(), "error": f"{type(error).__name__}: {error}"}
+    if extras.get("failures"):
+        failure_path(Path(extras["failures"]), record["rank"]).write_text(json.dumps(
+            {**record, "traceback": traceback.format_exc()}))
+    if extras.get("failure_log"):
+        with open(extras["failure_log"], "a", encoding="utf-8") as log:
+            log.write(json.dumps({**record, "error": record["error"][:LOGGED_ERROR_CHARS]}) + "\n")
 
 
 def root_cause(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

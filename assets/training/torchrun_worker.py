@@ -6,16 +6,13 @@ Pipes message channel and runs the library's ``rl.run.train_and_record.train_and
 step does (DuckDB, TensorBoard, checkpoints, evaluations), logging through Pipes, reporting each step
 and evaluation as a custom message and its metadata as the asset's materialization; the other ranks
 only train.
-A rank that fails writes its error to the failures folder before it exits.
+A rank that fails records its error before it exits (``rank_failures``): into the failures folder on
+this machine, or as a line of its pod's termination log on Kubernetes (``k8s_nodes``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +29,14 @@ from aerorl_ops.rl.run.train_and_record import RunOptions, train_and_record  # n
 from aerorl_ops.rl.runtime.distributed import from_environment  # noqa: E402
 from assets.project import benchmark_config  # noqa: E402
 from assets.resources import ModelRuntime  # noqa: E402
-from assets.training.run_parts import MessageReporter, model_place, report_place, run_metadata  # noqa: E402
-from assets.training.torchrun import failure_path  # noqa: E402
+from assets.training.rank_failures import record_failure  # noqa: E402
+from assets.training.run_parts import (  # noqa: E402
+    MessageReporter,
+    model_place,
+    report_place,
+    rows_of_extras,
+    run_metadata,
+)
 
 PIPES_METADATA_TYPES = {dg.MarkdownMetadataValue: "md", dg.PathMetadataValue: "path", dg.TextMetadataValue: "text",
                         dg.FloatMetadataValue: "float", dg.IntMetadataValue: "int", dg.BoolMetadataValue: "bool"}
@@ -68,13 +71,14 @@ def run_rank(extras: dict[str, Any]) -> None:
         runtime = ModelRuntime(**{**extras["model_runtime"], "device": str(dp.device)})
     duckdb = DuckDBResource(database=extras["database"])
     place, report = model_place(runtime), report_place(duckdb, runtime)
+    cached = rows_of_extras(extras["cached_rows"])  # every rank reads the run's cached rows itself
     try:
         if not dp.is_main:
-            train_and_record(bench, settings, options, place, report, logging.getLogger(__name__), dp)
+            train_and_record(bench, settings, options, place, report, logging.getLogger(__name__), dp, cached=cached)
             return
         with open_dagster_pipes() as pipes:
             run = train_and_record(bench, settings, options, place, report, pipes.log, dp, MessageReporter(
-                lambda kind, payload: pipes.report_custom_message({"kind": kind, **payload})))
+                lambda kind, payload: pipes.report_custom_message({"kind": kind, **payload})), cached)
             pipes.report_asset_materialization(metadata=pipes_metadata(run_metadata(run, duckdb)))
     finally:
         dp.close()
@@ -85,10 +89,7 @@ def main() -> None:
     try:
         run_rank(extras)
     except Exception as error:
-        rank = int(os.environ.get("RANK", "0"))
-        failure_path(Path(extras["failures"]), rank).write_text(json.dumps({
-            "rank": rank, "time": time.time(), "error": f"{type(error).__name__}: {error}",
-            "traceback": traceback.format_exc()}))
+        record_failure(extras, error)
         raise
 
 

@@ -12,7 +12,6 @@ import aerorl_ops
 from aerorl_ops.aerorl import AeroRLConfig, AeroRLTrainer, create_quantized_reference_runtime, wrap_vlm_for_rl
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.core.algorithms import resolved_settings
 
 QUICKSTART = '''
 import torch
@@ -74,7 +73,7 @@ def test_the_config_builds_checked_settings_and_the_trainer_only_sees_them():
     assert (settings.quant_bits, settings.algorithm, settings.group_size, settings.learning_rate) == (
         4, "rloo", 4, TrainingSettings().learning_rate)
     trainer = AeroRLTrainer(config)
-    assert trainer.trainer.settings == resolved_settings(settings)  # the algorithm's defaults for what is unset
+    assert trainer.trainer.settings == settings.resolve()  # the algorithm's defaults for what is unset
 
 
 @pytest.mark.parametrize(("config", "message"), [

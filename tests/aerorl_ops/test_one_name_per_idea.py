@@ -3,7 +3,9 @@ of an environment name say, in one line, what they were given and what they know
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,43 @@ MINIMAL = {"benchmark": {"batch_sizes": [1]}, "models": {"tiny-qwen2-vl": {"sour
 def test_the_old_module_names_are_gone(name):
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(name)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("aerorl_ops", "assets", "aerorl_pipeline")
+
+
+def top_level_definitions(name: str) -> list[str]:
+    """The modules of the project's packages that define ``name`` at their top level (def, class or assignment)."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                    names = [node.name]
+                elif isinstance(node, ast.Assign | ast.AnnAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names = [t.id for t in targets if isinstance(t, ast.Name)]
+                else:
+                    continue
+                if name in names:
+                    found.append(path.relative_to(ROOT).with_suffix("").as_posix().replace("/", "."))
+    return found
+
+
+@pytest.mark.parametrize(("name", "where"), [
+    ("ALGORITHMS", ["aerorl_ops.config.algorithms"]),
+    ("load_config", ["assets.project"]),
+    ("Graded", ["aerorl_ops.eval_runner.episodes"]),
+    ("materialize_rows", ["aerorl_pipeline.bench"]),
+    ("Recipe", ["aerorl_ops.config.training"]),
+    ("POLICY_LOSSES", ["aerorl_ops.config.algorithms"]),
+    ("resolved_settings", []),  # a run's settings resolve once: TrainingSettings.resolve
+    ("OWN_AGGREGATION", []),  # a loss's own aggregation is registered with it: rl.core.registry
+])
+def test_one_idea_is_defined_under_its_name_once(name, where):
+    """Issue 32: each of these was defined twice (or is gone); the other one was renamed for what it does."""
+    assert top_level_definitions(name) == where
 
 
 def test_a_model_key_resolves_to_its_entry_and_a_folder_to_itself(tmp_path):

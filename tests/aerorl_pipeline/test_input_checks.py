@@ -67,10 +67,12 @@ def test_a_bad_flag_is_one_line_naming_the_flag_and_the_rule(capsys, argv, expec
     (["--group-size", "1"], "aerorl train: group_size must be >= 2 for grpo/dr_grpo/rloo/dapo/gspo (advantages are "
      "relative within a group), >= 1 otherwise, got 1"),
     (["--reference", "lora_base"], "aerorl train: reference must be 'quantized' when lora_rank = 0"),
-    (["--rollout-backend", "vllm", "--nproc-per-node", "2", "--grad-accumulation", "2"],
-     'aerorl train: rollout_backend = "vllm" needs nproc_per_node = 1, got 2 training processes'),
+    (["--vllm-sleep-mode"], "aerorl train: vllm_sleep_mode = true puts the vLLM rollout engine to sleep during the "
+     "update, but rollout_backend = 'hf' has none"),
     (["--nproc-per-node", "2", "--grad-accumulation", "3"],
-     "aerorl train: grad_accumulation (3) must be a multiple of nproc_per_node (2)"),
+     "aerorl train: grad_accumulation (3) must be a multiple of nproc_per_node x nnodes (2)"),
+    (["--nnodes", "2", "--grad-accumulation", "3"],  # ranks in all: 2 nodes of 1
+     "aerorl train: grad_accumulation (3) must be a multiple of nproc_per_node x nnodes (2)"),
 ])
 def test_a_rule_across_settings_broken_by_flags_is_one_line(capsys, flags, expected):
     assert refused(capsys, ["train", *flags]).startswith(f"aerorl: configuration error: {expected}")

@@ -33,7 +33,7 @@ STATS = PartitionStats(model_source="/models/tiny", device="cpu", batch_size=2, 
 
 
 def sample(row, **overrides) -> GeneratedSample:
-    values = dict(sample_id=row.sample_id, prompt=row.question, response='{"answer": "x"}', raw_response="",
+    values = dict(sample_id=row.item_id, prompt=row.question, response='{"answer": "x"}', raw_response="",
                   generated_tokens=3, prompt_text_tokens=12, vision_tokens=16, latency_ms=40.0,
                   batch_latency_ms=80.0, batch_index=0, batch_size=2)
     return GeneratedSample(**{**values, **overrides})
@@ -55,7 +55,7 @@ def generations(few_rows) -> pa.Table:
 def test_impossible_measurements_are_rejected_with_their_reasons(generations, few_rows):
     accepted, rejected = split_valid_generations(generations)
 
-    ids = [row.sample_id for row in few_rows]
+    ids = [row.item_id for row in few_rows]
     assert accepted.column("sample_id").to_pylist() == [ids[0], ids[4]]
     assert rejected == [
         RejectedRow("generations", ids[1], ids[1], "latency_ms is NaN"),

@@ -20,11 +20,11 @@ from aerorl_ops.rows import (
     MAX_ALIAS_CHARS,
     MAX_IMAGE_PIXELS,
     MAX_QUESTION_CHARS,
-    RowCandidate,
+    ItemCandidate,
     RowChecks,
     load_chartqa_files,
     load_docvqa_files,
-    validate_row,
+    validate_item,
 )
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -71,7 +71,7 @@ def reject_second(tmp_path: Path, bad: dict, checks: RowChecks = DEFAULT_CHECKS,
     """Load [good, bad]; assert the good row is kept and the bad one rejected; return the reason."""
     path = write_docvqa(tmp_path / "validation.parquet", [record(questionId="1"), bad], **types)
     result = load_docvqa_files([path], split="validation", checks=checks)
-    assert [row.sample_id for row in result.rows] == ["docvqa-1"]
+    assert [row.item_id for row in result.items] == ["docvqa-1"]
     (rejected,) = result.rejected
     assert (rejected.source, rejected.locator) == (str(path), f"{path}#row=1")
     assert rejected.sample_id == (f"docvqa-{bad['questionId']}" if bad["questionId"] else None)
@@ -129,7 +129,7 @@ def test_invalid_utf8_inside_a_string_column(tmp_path):
 
     result = load_docvqa_files([path], split="validation")
 
-    assert [row.sample_id for row in result.rows] == ["docvqa-1"]
+    assert [row.item_id for row in result.items] == ["docvqa-1"]
     assert [(r.sample_id, r.reason) for r in result.rejected] == [
         ("docvqa-2", "question is not valid UTF-8 (invalid continuation byte at byte 2)")
     ]
@@ -153,11 +153,11 @@ def test_default_pixel_limit_rejects_from_the_header(tmp_path):
 
 
 def test_limits_are_inclusive():
-    candidate = RowCandidate(
+    candidate = ItemCandidate(
         "s", "docvqa", "validation", "src", "src#row=0",
-        question="q" * MAX_QUESTION_CHARS, answers=["a" * MAX_ALIAS_CHARS], image_bytes=encoded(10, 10),
+        question="q" * MAX_QUESTION_CHARS, answers=["a" * MAX_ALIAS_CHARS], images=[encoded(10, 10)],
     )
-    row = validate_row(candidate, RowChecks(max_image_pixels=100))
+    row = validate_item(candidate, RowChecks(max_image_pixels=100))
     assert (len(row.question), len(row.answers[0])) == (4096, 1024)
 
 
@@ -177,7 +177,7 @@ def test_chartqa_rejection_names_row_and_index_id(tmp_path):
 
     result = load_chartqa_files([path], split="val")
 
-    assert [row.sample_id for row in result.rows] == ["chartqa-val-0"]
+    assert [row.item_id for row in result.items] == ["chartqa-val-0"]
     assert [(r.sample_id, r.locator) for r in result.rejected] == [("chartqa-val-1", f"{path}#row=1")]
     assert result.rejected[0].reason.startswith("corrupt image")
 
@@ -197,8 +197,8 @@ def test_rows_in_equal_accepted_plus_rejected(tmp_path):
     result = load_docvqa_files([path], split="validation")
 
     assert result.records_read == len(records)
-    assert [row.sample_id for row in result.rows] == ["docvqa-1", "docvqa-5"]
-    assert result.rows[1].answers == ("a", "b")
+    assert [row.item_id for row in result.items] == ["docvqa-1", "docvqa-5"]
+    assert result.items[1].answers == ("a", "b")
     assert [(r.locator.rsplit("#", 1)[1], r.reason.split(":")[0].split(" (")[0]) for r in result.rejected] == [
         ("row=1", "corrupt image"),
         ("row=2", "empty question"),

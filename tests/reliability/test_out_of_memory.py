@@ -64,8 +64,8 @@ def test_out_of_memory_halves_down_to_one_and_gives_the_same_answers(tiny_vlm, f
     assert answers(samples) == batch_one_answers
     assert [(s.batch_index, s.batch_size) for s in samples] == [(0, 1), (1, 1), (2, 1), (3, 1)]
     assert retry_records(caplog) == [
-        f"out of memory at batch size 4 on samples starting {rows[0].sample_id!r}; retrying at 2",
-        f"out of memory at batch size 2 on samples starting {rows[0].sample_id!r}; retrying at 1",
+        f"out of memory at batch size 4 on samples starting {rows[0].item_id!r}; retrying at 2",
+        f"out of memory at batch size 2 on samples starting {rows[0].item_id!r}; retrying at 1",
     ]
 
 
@@ -74,7 +74,7 @@ def test_the_smaller_batch_is_kept_for_the_rest_of_the_rows(tiny_vlm, few_rows, 
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         samples = generate_rows(tiny_vlm, few_rows, 4, SETTINGS, generate_fn=generate)
     assert generate.chunks == [4, 2, 2, 1]  # 5 rows: one halving, then pairs, then the last row
-    assert [s.sample_id for s in samples] == [row.sample_id for row in few_rows]
+    assert [s.sample_id for s in samples] == [row.item_id for row in few_rows]
     assert len(retry_records(caplog)) == 1
 
 
@@ -85,7 +85,7 @@ def test_out_of_memory_at_batch_one_fails_naming_the_sample(tiny_vlm, few_rows, 
         generate_rows(tiny_vlm, rows, 4, SETTINGS, generate_fn=generate)
 
     assert str(raised.value).startswith(
-        f"out of memory generating sample {rows[0].sample_id!r} even at batch size 1 (requested batch size 4)")
+        f"out of memory generating sample {rows[0].item_id!r} even at batch size 1 (requested batch size 4)")
     assert isinstance(raised.value.__cause__, torch.OutOfMemoryError)
     assert generate.chunks == [4, 2, 1]
     assert len(retry_records(caplog)) == 2

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import torch
 
 from aerorl_ops.losses import masked_mean
+from aerorl_ops.rl.core.registry import register_policy_loss
 
 LOG_RATIO_CLAMP = 20.0  # |new - old| and |ref - new| are clamped to this before exp, as in verl
 K3_VALUE_CLAMP = 10.0  # k3 per-token values are clamped to [-10, 10], as in verl
@@ -204,6 +205,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, response_mas
     return 1.0 - variance(returns - values) / (variance(returns) + EXPLAINED_VARIANCE_EPS)  # []
 
 
+@register_policy_loss("ppo")
 def policy_loss(
     old_logprob: torch.Tensor,
     logprob: torch.Tensor,

@@ -2,7 +2,8 @@
 
 Shapes and masking follow :mod:`aerorl_ops.rl.core.functional`: per-token tensors are ``[B, T]`` and
 ``response_mask`` is 1.0 (or True) at a counted token. Each loss returns
-:class:`~aerorl_ops.rl.core.functional.PolicyLoss` (loss, clipfrac, approx_kl, dual_clipfrac).
+:class:`~aerorl_ops.rl.core.functional.PolicyLoss` (loss, clipfrac, approx_kl, dual_clipfrac) and is
+registered under its name (``rl.core.registry``; SAPO's and GMPO's with their own aggregation).
 
 The definitions are verl's (``verl/trainer/ppo/core_algos.py``: ``compute_policy_loss_gspo``,
 ``_sapo``, ``_geo_mean``, ``_cispo``; DAPO's reward manager for the overlong penalty). Deliberate
@@ -29,6 +30,7 @@ from aerorl_ops.rl.core.functional import (
     aggregate_loss,
     check_tokens,
 )
+from aerorl_ops.rl.core.registry import ROWS, register_policy_loss
 
 GSPO_LOG_RATIO_MAX = 10.0  # GSPO's token log-ratio is clamped above at 10 before exp, as in verl
 SAPO_AGG_MODE = "seq-mean-token-mean"  # SAPO's fixed aggregation, as in verl
@@ -49,6 +51,7 @@ def _fraction(flags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return masked_mean(flags.to(mask.dtype), mask)  # [] share of counted tokens where flags holds
 
 
+@register_policy_loss("gspo")
 def gspo_policy_loss(
     old_logprob: torch.Tensor,
     logprob: torch.Tensor,
@@ -98,6 +101,7 @@ def gspo_policy_loss(
         )
 
 
+@register_policy_loss("gmpo", aggregation=ROWS)
 def gmpo_policy_loss(
     old_logprob: torch.Tensor,
     logprob: torch.Tensor,
@@ -169,6 +173,7 @@ def row_share(part_mask: torch.Tensor, batch_mask: torch.Tensor) -> float:
     return part_mask.shape[0] / rows if rows else 0.0
 
 
+@register_policy_loss("sapo", aggregation=SAPO_AGG_MODE)
 def sapo_policy_loss(
     old_logprob: torch.Tensor,
     logprob: torch.Tensor,
@@ -207,6 +212,7 @@ def sapo_policy_loss(
         return PolicyLoss(loss=loss, clipfrac=zero, approx_kl=masked_mean(-log_ratio, mask), dual_clipfrac=zero)
 
 
+@register_policy_loss("cispo")
 def cispo_policy_loss(
     old_logprob: torch.Tensor,
     logprob: torch.Tensor,

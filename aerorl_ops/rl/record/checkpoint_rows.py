@@ -9,30 +9,14 @@ checkpoint" is ``ordinal % k == 0``; ``final`` marks the one the run ended with.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import pyarrow as pa
-
 from aerorl_ops.models.checkpoint_refs import STEP_PREFIX, CheckpointRef, content_hash, saved_steps, step_folder
 from aerorl_ops.rl.record.recorder import Connect, RunRecorder
-from aerorl_ops.storage.checkpoint_schema import CHECKPOINT_TABLES, CHECKPOINTS
+from aerorl_ops.storage.checkpoint_schema import CHECKPOINT_TABLES, CHECKPOINTS, CheckpointRecord
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
-
-
-@dataclass(frozen=True)
-class CheckpointRecord:
-    run_id: str
-    step: int
-    checkpoint: str
-    ordinal: int
-    final: bool
-    path: str
-    content_sha256: str
-    base_model: str
-    held_out_accuracy: float | None
-    held_out_n: int | None
 
 
 @dataclass(frozen=True)
@@ -63,8 +47,7 @@ def run_checkpoints(run_dir: Path, run_id: str, base_model: str, evaluations: Se
 def checkpoint_writes(records: Sequence[CheckpointRecord], recorded_at: datetime) -> list[PartitionWrite]:
     """The ``checkpoints`` rows of ``records``, one partition per (run, step)."""
     return [PartitionWrite(CHECKPOINTS, {"run_id": r.run_id, "step": r.step},
-                           pa.Table.from_pylist([{**asdict(r), "recorded_at": recorded_at}], schema=CHECKPOINTS.schema))
-            for r in records]
+                           CHECKPOINTS.rows([r], recorded_at=recorded_at)) for r in records]
 
 
 OWN_POLICY_PHASES = ("warmup", "rl", "final")

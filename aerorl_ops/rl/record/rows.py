@@ -1,62 +1,48 @@
 """A training run as DuckDB rows: ``training_runs``, ``training_steps``, ``training_evals`` and
-``training_eval_types`` (schemas in ``aerorl_ops.storage.schema``), plus the ``eval_*`` rows of its
-sampled evaluations. Each builder makes the rows of one record as it happens (``rl.record.recorder``
+``training_eval_types`` (row types and tables in ``aerorl_ops.storage.training_schema``), plus the ``eval_*``
+rows of its sampled evaluations. Each builder makes the rows of one record as it happens (``rl.record.recorder``
 writes them)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from datetime import datetime
 
 import pyarrow as pa
 
 from aerorl_ops.config.rewards import REWARD_COMPONENT_NAMES
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import Recipe
 from aerorl_ops.eval_runner.eval_rows import EvalRunRecord, RoleEvaluation, eval_tables
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.rl.record.result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtime.policy import reference_mode
 from aerorl_ops.rl.step.stats import StepStats
 from aerorl_ops.storage.duckdb_store import PartitionWrite
-from aerorl_ops.storage.training_schema import TRAINING_EVAL_TYPES, TRAINING_EVALS, TRAINING_STEPS
+from aerorl_ops.storage.training_schema import (
+    TRAINING_EVAL_TYPES,
+    TRAINING_EVALS,
+    TRAINING_STEPS,
+    TrainingEvalRow,
+    TrainingEvalTypeRow,
+    TrainingRunRow,
+)
 from aerorl_ops.telemetry import TelemetrySummary
 
 
-@dataclass(frozen=True)
-class TrainingRunRecord:
-    """One ``training_runs`` row (the columns of ``aerorl_ops.storage.training_schema.TRAINING_RUNS``, in order).
+class TrainingRunRecord(TrainingRunRow):
+    """One ``training_runs`` row (its columns: ``aerorl_ops.storage.training_schema.TrainingRunRow``), built from
+    a run's settings and result.
 
     :meth:`started` is the row written when the run starts (what it will do); :meth:`finished` completes
     it with what the run did."""
 
-    run_id: str
-    base_model: str
-    env: str
-    algorithm: str
-    quant_bits: int
-    reference_quantization_mode: str
-    reference_source: str | None
-    reference_loaded: bool | None
-    final_checkpoint: str | None
-    steps: int
-    resumed_from_step: int | None
-    swap_question_type: str | None
-    swap_questions: int | None
-    swap_changed: float | None
-    config: str  # JSON: the run's TrainingSettings, dataclasses.asdict
-    started_at: datetime
-    finished_at: datetime | None
-    telemetry: str | None  # JSON: TelemetrySummary.as_record() over the whole run
-    rejected_rows: int | None = None  # rows the training and held-out environments rejected
-    reference_unquantized: str | None = None  # JSON: a quantized reference's linear layers in full precision
-    state_bytes_per_rank: int | None = None  # the most bytes of parameters, gradients and optimizer state a rank held
-
     @classmethod
-    def started(cls, run_id: str, base_model: str, settings: TrainingSettings, started_at: datetime,
+    def started(cls, run_id: str, base_model: str, settings: Recipe, started_at: datetime,
                 rejected_rows: int | None = None) -> TrainingRunRecord:
-        """The row of a run of ``settings`` that has started; ``base_model``: where its base model loads from."""
+        """The row of a run of ``settings`` (its ``Recipe``: ``config`` records what it trains with) that has
+        started; ``base_model``: where its base model loads from."""
         return cls(
             run_id=run_id, base_model=base_model, env=settings.env, algorithm=settings.algorithm,
             quant_bits=settings.quant_bits, reference_quantization_mode=reference_mode(settings),
@@ -80,7 +66,7 @@ class TrainingRunRecord:
             telemetry=json.dumps(telemetry.as_record()))
 
     @classmethod
-    def of(cls, run_id: str, base_model: str, settings: TrainingSettings, result: TrainingResult,
+    def of(cls, run_id: str, base_model: str, settings: Recipe, result: TrainingResult,
            started_at: datetime, finished_at: datetime, telemetry: TelemetrySummary) -> TrainingRunRecord:
         """The record of a finished run."""
         return cls.started(run_id, base_model, settings, started_at).finished(result, finished_at, telemetry)
@@ -88,21 +74,23 @@ class TrainingRunRecord:
 
 def step_rows(run_id: str, steps: Iterable[StepStats]) -> pa.Table:
     """``training_steps`` rows of ``steps``."""
-    return pa.Table.from_pylist([{"run_id": run_id, **s.as_record()} for s in steps], schema=TRAINING_STEPS.schema)
+    return TRAINING_STEPS.rows(list(steps), run_id=run_id)
 
 
 def eval_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
-    rows = [{"run_id": run_id, "step": e.step, "phase": e.phase, "wall_s": e.wall_s, "accuracy": e.accuracy,
-             "accuracy_stderr": e.report.overall.standard_error, "n": e.n, "reward_mean": e.reward_mean,
-             **{f"{name}_mean": e.component_means.get(name) for name in REWARD_COMPONENT_NAMES}, "samples": e.n}
-            for e in evals]
-    return pa.Table.from_pylist(rows, schema=TRAINING_EVALS.schema)
+    """``training_evals`` rows of ``evals``."""
+    return TRAINING_EVALS.rows([TrainingEvalRow(
+        step=e.step, phase=e.phase, wall_s=e.wall_s, accuracy=e.accuracy,
+        accuracy_stderr=e.report.overall.standard_error, n=e.n, reward_mean=e.reward_mean,
+        **{f"{name}_mean": e.component_means.get(name) for name in REWARD_COMPONENT_NAMES}, samples=e.n)
+        for e in evals], run_id=run_id)
 
 
 def eval_type_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
-    rows = [{"run_id": run_id, "step": e.step, "phase": e.phase, "question_type": kind, "accuracy": value.accuracy,
-             "n": value.n} for e in evals for kind, value in e.report.by_type.items()]
-    return pa.Table.from_pylist(rows, schema=TRAINING_EVAL_TYPES.schema)
+    """``training_eval_types`` rows of ``evals``: one per evaluation and question type."""
+    return TRAINING_EVAL_TYPES.rows([TrainingEvalTypeRow(step=e.step, phase=e.phase, question_type=kind,
+                                                         accuracy=value.accuracy, n=value.n)
+                                     for e in evals for kind, value in e.report.by_type.items()], run_id=run_id)
 
 
 def sampled_eval_id(run_id: str, sampled: SampledEval) -> str:

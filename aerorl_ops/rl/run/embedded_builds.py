@@ -58,7 +58,7 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
     from aerorl_ops.rl.step.schedule import ItemSampler, warmup_learning_rate
     from aerorl_ops.rl.step.trainer import RLTrainer
 
-    settings = training_settings(recipe)
+    settings = training_settings(recipe).resolve()  # this build's run: resolved once
     threads, rng_state = torch.get_num_threads(), torch.random.get_rng_state()
     torch.set_num_threads(recipe.threads)
     torch.manual_seed(recipe.seed)

@@ -1,16 +1,21 @@
 """What a run of ``TrainingSettings`` trains on: its training, held-out and validation environments,
 the base model's source (location and chat template) and the vLLM rollout engine's settings.
 
-Shared by the ``rl_run`` asset, the torchrun worker and the benchmarks. :func:`check_training_inputs`
-resolves every input of a run (and the base model's folder) without loading a model: ``aerorl
-train`` runs it before the training job starts.
+Shared by the ``rl_run`` asset, the torchrun worker and the benchmarks. :func:`run_datasets` says what
+each environment is drawn from (a dataset table per stage, nothing read: the ``rl_run`` asset's rows
+inputs are made of it); :func:`run_environments` builds them, each over its cached rows when a table
+holding exactly what its source gives is at hand (``envs.cached``), else from the source.
+:func:`check_training_inputs` resolves every input of a run (and the base model's folder) without
+loading a model: ``aerorl train`` runs it before the training job starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import torch
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, model_entry
@@ -19,11 +24,13 @@ from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.envs.configured import named_env
+from aerorl_ops.envs.cached import EnvInput, cached_env
+from aerorl_ops.envs.configured import named_dataset, named_dataset_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.loading import ModelSource
 from aerorl_ops.models.sources import TORCH_DTYPES, check_local_model, model_source
+from aerorl_ops.rl.record.recorder import HELD_OUT_STAGE, TRAINING_STAGE, VALIDATION_STAGE
 from aerorl_ops.rl.run.embedded_builds import EMBEDDED_BUILDERS
 from aerorl_ops.rl.runtime.distributed import check_data_parallel
 
@@ -32,33 +39,82 @@ EVAL_SAMPLE_SEED = 0
 ROLE = "training environment"
 
 
-def training_environments(settings: TrainingSettings, seed: int,
-                          datasets: Sequence[DatasetSettings] = ()) -> tuple[TaskEnv, TaskEnv]:
-    """The training environment (seeded by ``seed``) and the held-out one: a fixed sample (seed 0)
-    of ``eval_size`` items.
+@dataclass(frozen=True)
+class RunDatasets:
+    """What a run draws its environments from, each as a dataset table (``envs.configured.named_dataset``):
+    the training items, the held-out sample and the sampled evaluations' validation sample (None: they
+    use the held-out set, or are off)."""
+
+    train: DatasetSettings
+    held_out: DatasetSettings
+    validation: DatasetSettings | None
+
+    def by_stage(self) -> dict[str, DatasetSettings]:
+        """Each table by the stage it feeds (``rl.record.recorder``'s ``*_STAGE``), validation when there is one."""
+        stages = {TRAINING_STAGE: self.train, HELD_OUT_STAGE: self.held_out, VALIDATION_STAGE: self.validation}
+        return {stage: dataset for stage, dataset in stages.items() if dataset is not None}
+
+
+def run_datasets(settings: TrainingSettings, seed: int, datasets: Sequence[DatasetSettings] = ()) -> RunDatasets:
+    """What each environment of a run of ``settings`` (seeded by ``seed``) is drawn from; nothing is read.
 
     ``env`` / ``eval_env`` (empty: ``env``) name a registry kind, whose ``train_split`` /
     ``eval_split`` is used, else one of ``datasets`` (the config's ``[datasets.<name>]``), which
     brings its own kind, path, split and settings (a kind wins over a dataset of the same name);
-    ``train_limit`` (when > 0) and ``eval_size`` replace its limit. An unknown name is a
-    ``ConfigError`` listing both kinds and datasets; so is a curriculum naming a question type the
-    training environment does not have (listing those it has).
+    ``train_limit`` (when > 0; drawn with ``seed`` + ``TRAIN_SEED_OFFSET``) and ``eval_size`` (a fixed
+    sample, seed 0) replace its limit. The sampled evaluations draw ``sampled_eval_size`` items of a
+    registry env's ``validation_split``. An unknown name is a ``ConfigError`` listing both kinds and datasets.
     """
-    train = named_env(settings.env, datasets, settings.train_split, settings.train_limit or None,
-                      seed + TRAIN_SEED_OFFSET, ROLE)
+    held_out_name = settings.eval_env or settings.env
+    has_validation = bool(settings.sampled_eval_size) and held_out_name in ENVIRONMENTS
+    return RunDatasets(
+        named_dataset(settings.env, datasets, settings.train_split, settings.train_limit or None,
+                      seed + TRAIN_SEED_OFFSET, ROLE),
+        named_dataset(held_out_name, datasets, settings.eval_split, settings.eval_size, EVAL_SAMPLE_SEED, ROLE),
+        named_dataset(held_out_name, (), settings.validation_split, settings.sampled_eval_size, EVAL_SAMPLE_SEED,
+                      ROLE) if has_validation else None)
+
+
+@dataclass(frozen=True)
+class RunEnvironments:
+    """A run's environments (``validation`` None as in :class:`RunDatasets`) and where each came from."""
+
+    train: TaskEnv
+    held_out: TaskEnv
+    validation: TaskEnv | None
+    inputs: dict[str, EnvInput]  # by stage, as RunDatasets.by_stage
+
+
+def run_environments(settings: TrainingSettings, seed: int, datasets: Sequence[DatasetSettings] = (),
+                     cached: Mapping[str, pa.Table] | None = None) -> RunEnvironments:
+    """The environments :func:`run_datasets` names, each over ``cached[stage]`` (a table of its cached rows,
+    ``envs.cached.env_table``) when that holds exactly what its source gives now, else read from the
+    source. A curriculum naming a question type the training environment does not have is a
+    ``ConfigError`` listing those it has."""
+    envs, inputs = {}, {}
+    for stage, dataset in run_datasets(settings, seed, datasets).by_stage().items():
+        envs[stage], inputs[stage] = cached_env(dataset, (cached or {}).get(stage),
+                                                lambda dataset=dataset: named_dataset_env(dataset, ROLE))
+        if stage == TRAINING_STAGE:
+            check_curriculum_types(parse_curriculum(settings.curriculum), envs[stage])
+    return RunEnvironments(envs[TRAINING_STAGE], envs[HELD_OUT_STAGE], envs.get(VALIDATION_STAGE), inputs)
+
+
+def training_environments(settings: TrainingSettings, seed: int,
+                          datasets: Sequence[DatasetSettings] = ()) -> tuple[TaskEnv, TaskEnv]:
+    """The training environment and the held-out one (:func:`run_datasets`), read from their sources."""
+    chosen = run_datasets(settings, seed, datasets)
+    train = named_dataset_env(chosen.train, ROLE)
     check_curriculum_types(parse_curriculum(settings.curriculum), train)
-    held_out = named_env(settings.eval_env or settings.env, datasets, settings.eval_split, settings.eval_size,
-                         EVAL_SAMPLE_SEED, ROLE)
-    return train, held_out
+    return train, named_dataset_env(chosen.held_out, ROLE)
 
 
 def validation_environment(settings: TrainingSettings, datasets: Sequence[DatasetSettings] = ()) -> TaskEnv | None:
-    """The environment of the sampled evaluations during training: ``sampled_eval_size`` items of a
-    registry env's ``validation_split``; None (use the held-out set) for a configured dataset or when off."""
-    name = settings.eval_env or settings.env
-    if not settings.sampled_eval_size or name not in ENVIRONMENTS:
-        return None
-    return named_env(name, (), settings.validation_split, settings.sampled_eval_size, EVAL_SAMPLE_SEED, ROLE)
+    """The environment of the sampled evaluations during training, read from its source: ``sampled_eval_size``
+    items of a registry env's ``validation_split``; None (use the held-out set) for a configured dataset or
+    when off."""
+    validation = run_datasets(settings, 0, datasets).validation
+    return named_dataset_env(validation, ROLE) if validation is not None else None
 
 
 def check_curriculum_types(stages: Sequence[CurriculumStage], env: TaskEnv) -> None:
@@ -78,14 +134,14 @@ def check_curriculum_types(stages: Sequence[CurriculumStage], env: TaskEnv) -> N
 def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, where: str,
                           models_dir: Path | None = None) -> None:
     """Every input of a run of ``settings`` (with the config file ``bench``) resolved, no model
-    loaded: the rules across settings, the split of every update over ``nproc_per_node`` ranks, the
+    loaded: the rules across settings, the split of every update over the ``world_size`` ranks, the
     base model (a ``[models]`` key, or a checkpoint folder with a VLM's config and processor) and the
     environments (names, splits, the curriculum's question types); each setting's own check ran
     where ``settings`` came in. ``ConfigError`` (or ``ModelUnavailableError`` for the base model's
     folder), one line, naming ``where``."""
     settings.check_rules(where)
     try:
-        check_data_parallel(settings.nproc_per_node, settings.grad_accumulation, settings.ppo_mini_batches,
+        check_data_parallel(settings.world_size, settings.grad_accumulation, settings.ppo_mini_batches,
                             settings.prompts_per_step * settings.group_size,
                             settings.warmup_batch_size if settings.warmup_steps else 0)
     except ValueError as error:  # what the ranks' launch would refuse

@@ -50,7 +50,7 @@ from typing import TypeVar
 import torch
 
 from aerorl_ops.config.evaluation import EvalSettings
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import Recipe, TrainingSettings, require_recipe
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
@@ -58,7 +58,6 @@ from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.checkpoint_refs import step_folder
 from aerorl_ops.models.entry import GenerationBackend
-from aerorl_ops.rl.core.algorithms import resolved_settings
 from aerorl_ops.rl.record.reporters import NULL_REPORTER, CallbackReporter, RunReporter, warn_torn
 from aerorl_ops.rl.record.result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtime.checkpoint_files import ResumePoint, load_checkpoint_state, newest_complete_checkpoint
@@ -94,9 +93,9 @@ class TrainingRun:
     rank; ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
     ``reporter``: told of the run on the main rank only (``rl.record.reporters``); ``chat_template``: the base
     model's configured one (``[models.<key>] chat_template``; empty: each checkpoint's own), which the
-    run's checkpoints save with their processor."""
+    run's checkpoints save with their processor. ``settings``: the run's ``Recipe`` (``TrainingSettings.resolve``)."""
 
-    def __init__(self, base_model: str, run_dir: Path, settings: TrainingSettings, train_env: TaskEnv,
+    def __init__(self, base_model: str, run_dir: Path, settings: Recipe, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
                  validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
@@ -105,8 +104,9 @@ class TrainingRun:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
+        settings = require_recipe(settings, "TrainingRun")
         check_sharded_environment(settings, train_env, dp.world_size)
-        self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), resolved_settings(settings)
+        self.base_model, self.run_dir, self.settings = base_model, Path(run_dir), settings
         self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
         self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
@@ -150,7 +150,8 @@ class TrainingRun:
         completion (``rl.step.per_token_inputs``) is an error naming it. The policy has loaded for the base
         evaluation; elsewhere (another rank, a resumed run) it loads here rather than at the first step."""
         loaded = self.policy.loaded
-        check_per_token_inputs(loaded.model, encode_observations(loaded, observe_all(self.train_env, [0])))
+        first = observe_all(self.train_env, self.train_env.items[:1])
+        check_per_token_inputs(loaded.model, encode_observations(loaded, first))
 
     def _start_evaluations(self) -> None:
         """The no-image prior, and the base policy when the run starts at step 0."""
@@ -195,8 +196,11 @@ class TrainingRun:
                 trainer.set_learning_rate(learning_rate_at(rl_index, settings.learning_rate, settings.steps,
                                                            settings.lr_schedule, settings.lr_warmup_steps,
                                                            settings.lr_min_ratio))
-                draws = partial(self.sampler.batch, trainer.state.step, settings.prompts_per_step)  # draw -> items
-                stats = trainer.rl_step(self.train_env, draws(0), draws)
+                step = trainer.state.step
+                draws = partial(self.sampler.batch, step, settings.prompts_per_step)  # draw -> items
+                following = (partial(self.sampler.batch, step + 1, settings.prompts_per_step)
+                             if step + 1 < settings.total_steps else None)  # one_step_off samples them meanwhile
+                stats = trainer.rl_step(self.train_env, draws(0), draws, following)
                 self.clock.rl_s += stats.step_s
                 self._record_step(stats)
                 if trainer.rollout_samples:
@@ -295,9 +299,10 @@ def run_training(base_model: str, run_dir: Path, settings: TrainingSettings, tra
                  rollout_engine: GenerationBackend | None = None,
                  on_resume: Callable[[ResumePoint], None] = warn_torn,
                  evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingResult:
-    """A :class:`TrainingRun` reporting to plain callables (``rl.record.reporters.CallbackReporter``; without
-    ``on_resume`` each torn checkpoint skipped is named in a warning), trained."""
+    """A :class:`TrainingRun` of ``settings`` (resolved here, once) reporting to plain callables
+    (``rl.record.reporters.CallbackReporter``; without ``on_resume`` each torn checkpoint skipped is named in
+    a warning), trained."""
     reporter = CallbackReporter(on_step, on_eval, on_sampled, on_resume)
-    return TrainingRun(base_model, run_dir, settings, train_env, eval_env, eval_indices, device=device,
+    return TrainingRun(base_model, run_dir, settings.resolve(), train_env, eval_env, eval_indices, device=device,
                        resume=resume, validation_env=validation_env, dp=dp, rollout_engine=rollout_engine,
                        evaluation=evaluation, reporter=reporter).run()

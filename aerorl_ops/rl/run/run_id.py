@@ -10,8 +10,7 @@ import hashlib
 import json
 
 from aerorl_ops.config.fields import setting_fields
-from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, TrainingSettings
-from aerorl_ops.rl.core.algorithms import resolved_settings
+from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, Recipe, TrainingSettings
 
 ID_WHEN_SET = ("freeze_projector", "policy_loss", "tau_pos", "tau_neg", "dynamic_sampling", "max_sampling_rounds",
                "overlong_buffer", "overlong_penalty_factor", "mask_truncated", "micro_batch_tokens",
@@ -20,17 +19,21 @@ ID_WHEN_SET = ("freeze_projector", "policy_loss", "tau_pos", "tau_neg", "dynamic
 adding a setting leaves the id (and so the resume) of every run made before it as it was."""
 ID_RESOLVED = ("kl_coef", "loss_agg_mode", "clip_low", "clip_high")
 """Settings whose fixed default became the algorithm's: the id takes their resolved value, as it took
-the fixed default before (``rl.core.algorithms.resolved_settings``)."""
+the fixed default before (the run's ``Recipe``: ``TrainingSettings.resolve``)."""
 
 
-def training_run_id(settings: TrainingSettings, run_name: str = "") -> str:
+def training_run_id(settings: TrainingSettings, recipe: Recipe, run_name: str = "") -> str:
     """``run_name`` when set, else a stable id of the settings as given (same settings: same run,
     resumed); the launch settings (``LAUNCH_SETTINGS``: how many ranks) are not part of it, nor
-    ``ID_WHEN_SET``'s at their defaults; ``ID_RESOLVED``'s enter resolved."""
+    ``ID_WHEN_SET``'s at their defaults; ``ID_RESOLVED``'s enter as ``recipe`` has them (``recipe``:
+    ``settings.resolve()``). Settings left unset enter unset: a ``Recipe`` is not the settings as given
+    (a TypeError)."""
+    if isinstance(settings, Recipe):
+        raise TypeError("training_run_id takes the settings as given (a TrainingSettings, unset settings "
+                        "unset) and their Recipe, got a Recipe as the settings")
     if run_name:
         return run_name
-    resolved = resolved_settings(settings)
-    values = {f.name: getattr(resolved if f.name in ID_RESOLVED else settings, f.name)
+    values = {f.name: getattr(recipe if f.name in ID_RESOLVED else settings, f.name)
               for f in setting_fields(TrainingSettings)
               if f.name not in LAUNCH_SETTINGS
               and not (f.name in ID_WHEN_SET and getattr(settings, f.name) == getattr(TRAINING_DEFAULTS, f.name))}

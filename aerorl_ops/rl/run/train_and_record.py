@@ -1,8 +1,10 @@
 """A training run recorded as it happens: what the ``rl_run`` asset and each torchrun rank run.
 
 :func:`train_and_record` is the whole program of a run of ``TrainingSettings``: its id
-(``training_run_id``), the report database checked, the environments, the base model's location and
-configured chat template, and the rollout engine, then on the main rank :func:`record_training` of a
+(``training_run_id``), the report database checked, the environments (over the cached rows the caller
+hands it where they hold what the sources give, ``rl.run.inputs.run_environments``; one log line each
+says where it came from), the base model's location and configured chat template, and the rollout
+engine, then on the main rank :func:`record_training` of a
 ``TrainingRun`` reporting to the recorder, the progress lines and TensorBoard (plus the caller's
 reporter); another rank only trains.
 
@@ -21,23 +23,24 @@ reporter); another rank only trains.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import torch
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import Recipe, TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.cached import EnvInput
 from aerorl_ops.envs.judged import judge_loader, named_judged_env
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.models.loading import resolve_device
 from aerorl_ops.reporting.tensorboard import TensorBoardLogger, tensorboard_dir
 from aerorl_ops.reporting.training_plots import training_plots_dir
-from aerorl_ops.rl.core.algorithms import resolved_settings
 from aerorl_ops.rl.record.recorder import (
     HELD_OUT_STAGE,
     ROLLOUT_IMAGES_DIR,
@@ -65,8 +68,7 @@ from aerorl_ops.rl.run.inputs import (
     base_model_dtype,
     base_model_source,
     rollout_engine_of,
-    training_environments,
-    validation_environment,
+    run_environments,
 )
 from aerorl_ops.rl.run.lock import remove_leftovers, run_lock
 from aerorl_ops.rl.run.phases import TrainingRun
@@ -192,35 +194,49 @@ class RecordedRun:
 
     run_id: str
     stored: StoredRun
+    inputs: dict[str, EnvInput]  # where each environment came from, by stage (RunEnvironments.inputs)
+
+
+def input_line(run_id: str, stage: str, came: EnvInput) -> str:
+    """One line: where the ``stage`` environment of run ``run_id`` came from (its cached rows, else its source
+    and why), how many items it holds and their content hash."""
+    where = "its cached rows" if came.cached else f"its source ({came.why_source})"
+    return (f"run {run_id}: {stage} items of {came.dataset.name} ({came.dataset.split}) from {where}: "
+            f"{came.items} items, sha256 {came.content_sha256[:12]}")
 
 
 def train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options: RunOptions, place: ModelPlace,
                      report: ReportPlace, log: Log, dp: DataParallel = SINGLE,
-                     reporter: RunReporter = NULL_REPORTER) -> RecordedRun | None:
-    """Build the run of ``settings`` (checked where they came in) and train it, recorded (module
-    docstring). ``dp`` is this process's rank: the main rank (and the single process) logs, reports to
-    the progress lines, TensorBoard, DuckDB and ``reporter``, and returns the run as stored; another
-    rank only trains and returns None."""
-    run_id = training_run_id(settings, options.run_name)
+                     reporter: RunReporter = NULL_REPORTER,
+                     cached: Mapping[str, pa.Table] | None = None) -> RecordedRun | None:
+    """Build the run of ``settings`` (checked where they came in, resolved here once into the run's
+    ``Recipe``) and train it, recorded (module docstring). ``dp`` is this process's rank: the main rank (and
+    the single process) logs, reports to the progress lines, TensorBoard, DuckDB and ``reporter``, and
+    returns the run as stored; another rank only trains and returns None. ``cached``: the tables of the
+    environments' cached rows by stage (``rl.run.inputs.run_environments``), when the caller has them."""
+    recipe = settings.resolve()  # as the run trains them: what the trainer, the record and TensorBoard take
+    run_id = training_run_id(settings, recipe, options.run_name)
     check_report_database(report.database)  # a damaged report database is named before any work
     if not dp.is_main:  # the main rank holds the run's lock for every rank
-        _train_and_record(bench, settings, options, place, report, log, dp, reporter, run_id)
+        _train_and_record(bench, recipe, options, place, report, log, dp, reporter, run_id, cached)
         return None
     with run_lock(report.checkpoints_dir, run_id, log):  # one process per run (a second is refused)
         remove_leftovers(report.checkpoints_dir / run_id, run_id, log)
-        return _train_and_record(bench, settings, options, place, report, log, dp, reporter, run_id)
+        return _train_and_record(bench, recipe, options, place, report, log, dp, reporter, run_id, cached)
 
 
-def _train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, options: RunOptions, place: ModelPlace,
+def _train_and_record(bench: BenchmarkConfig, settings: Recipe, options: RunOptions, place: ModelPlace,
                       report: ReportPlace, log: Log, dp: DataParallel, reporter: RunReporter,
-                      run_id: str) -> RecordedRun | None:
-    trained = resolved_settings(settings)  # as the run trains them: what the record and TensorBoard show
-    train_env, held_out = training_environments(settings, bench.seed + settings.seed, bench.datasets)  # before a model
-    train_env = named_judged_env(train_env, settings.env, bench, judge_loader(  # [datasets.<env>] judge = "<key>"
+                      run_id: str, cached: Mapping[str, pa.Table] | None) -> RecordedRun | None:
+    envs = run_environments(settings, bench.seed + settings.seed, bench.datasets, cached)  # before a model
+    train_env = named_judged_env(envs.train, settings.env, bench, judge_loader(  # [datasets.<env>] judge = "<key>"
         bench, place.models_dir, resolve_device(place.device), place.local_files_only, EMBEDDED_BUILDERS))
+    held_out, validation = envs.held_out, envs.validation
+    if dp.is_main:  # a caller with cached rows expects each environment from them: any other is a warning
+        for stage, came in envs.inputs.items():
+            (log.warning if cached is not None and not came.cached else log.info)(input_line(run_id, stage, came))
     if len(held_out) < settings.eval_size:
         log.warning(short_held_out_line(run_id, settings.eval_size, held_out))
-    validation = validation_environment(settings, bench.datasets)
     base = base_model_source(settings.base_model, bench, place.models_dir, place.local_files_only)
     rollout_engine = rollout_engine_of(settings.base_model, bench)
     if place.torch_threads > 0:
@@ -240,7 +256,7 @@ def _train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, option
     def outside() -> RunReporter:
         board = TensorBoardLogger(tensorboard_dir(Path(report.database).parent, run_id),
                                   wandb_project=options.wandb_project or None, wandb_mode=options.wandb_mode,
-                                  run_name=run_id, config={**asdict(trained), **asdict(options)})
+                                  run_name=run_id, config={**asdict(settings), **asdict(options)})
         return Reporters([TensorBoardReporter(board),
                           ProgressReporter(log, run_id, settings.total_steps, options.progress_bar),
                           FiguresReporter(report.connect, run_id, training_plots_dir(report.database, run_id)),
@@ -248,8 +264,8 @@ def _train_and_record(bench: BenchmarkConfig, settings: TrainingSettings, option
 
     stored = record_training(
         RunRecorder(report.connect, run_id, Path(report.database).parent / ROLLOUT_IMAGES_DIR),
-        TrainingRunRecord.started(run_id, base.location, trained, datetime.now(UTC)),
+        TrainingRunRecord.started(run_id, base.location, settings, datetime.now(UTC)),
         train, run_rejections(train_env, held_out, validation),
         log, resume=options.resume, reporters=outside,
         telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))
-    return RecordedRun(run_id, stored)
+    return RecordedRun(run_id, stored, envs.inputs)

@@ -253,7 +253,7 @@ class RolloutShare:
 def check_accumulation(grad_accumulation: int, world_size: int) -> None:
     """Every update's micro-batches split evenly over the ranks; a ValueError names both settings."""
     if grad_accumulation % world_size:
-        raise ValueError(f"grad_accumulation ({grad_accumulation}) must be a multiple of nproc_per_node "
+        raise ValueError(f"grad_accumulation ({grad_accumulation}) must be a multiple of nproc_per_node x nnodes "
                          f"({world_size}): each update's micro-batches are split evenly over the ranks")
 
 
@@ -262,14 +262,14 @@ def shard_batch(rows: int, micro_batch_count: int, minibatch_count: int, world_s
     """``rows`` cut into ``micro_batch_count`` micro-batches (fewer when there are fewer rows), grouped
     into ``minibatch_count`` minibatches, each split over ``world_size`` ranks. A ValueError naming
     ``what`` when a minibatch's micro-batches cannot be split evenly (too few rows, or
-    grad_accumulation not a multiple of nproc_per_node)."""
+    grad_accumulation not a multiple of the ranks, nproc_per_node x nnodes)."""
     parts = tuple(tuple(part) for part in micro_batches(list(range(rows)), micro_batch_count))
     minibatches = tuple(tuple(group) for group in micro_batches(list(range(len(parts))), minibatch_count))
     uneven = [len(group) for group in minibatches if len(group) % world_size]
     if uneven:
         raise ValueError(f"{what} of {rows} rows makes minibatches of {uneven[0]} micro-batches, which cannot be "
-                         f"split evenly over nproc_per_node={world_size} ranks: make grad_accumulation a multiple "
-                         "of nproc_per_node, and the batch at least grad_accumulation x ppo_mini_batches rows")
+                         f"split evenly over {world_size} ranks (nproc_per_node x nnodes): make grad_accumulation a "
+                         "multiple of the ranks, and the batch at least grad_accumulation x ppo_mini_batches rows")
     return BatchShards(parts, minibatches, world_size)
 
 

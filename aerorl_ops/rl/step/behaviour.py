@@ -1,10 +1,9 @@
 """The behaviour weights of one-step off-policy rollouts (``rollout_mode = "one_step_off"``).
 
 Step k's replies are sampled with the weights after step k-2: a frozen copy of the policy, taken at the
-start of step k-1 (after its rollout, before its update) and used for step k's rollout. The first step of
-a phase, and the first after a resume, has no older copy: it samples with the policy itself, as a
-synchronous step does. Sampling runs after the previous update, not beside it: a thread would share
-torch's global RNG (each micro-batch's sampling is seeded through it) and, on a CPU, the update's cores.
+start of step k-1 (after its rollout, before its update) and used for step k's rollout, which a worker
+thread samples during step k-1's update (``rl.step.rollout_ahead``). The first step of a phase, and the
+first after a resume, has no older copy: it samples with the policy itself, as a synchronous step does.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The RL loss of one micro-batch, made of the functional core's terms.
 
-    loss = policy term (policy_loss: ppo, gspo, gmpo, sapo or cispo; see POLICY_TERMS)
+    loss = policy term (the policy loss registered as policy_loss: rl.core.registry)
            + kl_coef * agg(kl_penalty(new, ref, kl_kind))          (only when the KL is a loss term)
            - entropy_coef * agg(H(new))                            (entropy bonus)
            + value_coef * value_loss(V, R, V_old; value_clip)      (only with a value head)
 
 Every term is aggregated over the counted response tokens with the same ``agg_mode``, as verl
-does, but the policy terms that keep their own (verl's): SAPO's is seq-mean-token-mean, GMPO's a
-mean over rows. Each micro-batch's terms are weighted by their share of the minibatch
+does, but the policy terms that keep their own (verl's; their registered ``aggregation``): SAPO's is
+seq-mean-token-mean, GMPO's a mean over rows. Each micro-batch's terms are weighted by their share of the minibatch
 (:meth:`RLLoss.shares`: ``functional.aggregation_share`` of their aggregation, ``row_share`` for
 GMPO's), so the accumulated gradient is the one-big-batch gradient in every mode.
 """
@@ -20,26 +20,10 @@ from typing import NamedTuple
 
 import torch
 
-from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.rl.core.functional import (
-    PolicyLoss,
-    aggregate_loss,
-    aggregation_share,
-    kl_penalty,
-    policy_loss,
-    value_loss,
-)
-from aerorl_ops.rl.core.policy_losses import (
-    cispo_policy_loss,
-    gmpo_policy_loss,
-    gspo_policy_loss,
-    row_share,
-    sapo_policy_loss,
-)
-
-OWN_AGGREGATION = {"sapo": "seq-mean-token-mean", "gmpo": "rows"}
-"""The policy losses that aggregate their own way (as verl's): SAPO seq-mean-token-mean, GMPO the mean
-over rows; the others take ``loss_agg_mode``."""
+from aerorl_ops.config.training import Recipe
+from aerorl_ops.rl.core.functional import PolicyLoss, aggregate_loss, aggregation_share, kl_penalty, value_loss
+from aerorl_ops.rl.core.policy_losses import row_share  # with functional, every policy loss is registered
+from aerorl_ops.rl.core.registry import IS_WEIGHT, POLICY_LOSS_REGISTRY, ROWS, registered_policy_loss
 
 
 class Targets(NamedTuple):
@@ -89,8 +73,8 @@ WHOLE = LossShares(1.0, 1.0)
 
 @dataclass(frozen=True)
 class RLLoss:
-    """The module docstring's loss (settings: ``TrainingSettings``', resolved for the algorithm);
-    ``kl_coef`` applies only when ``Targets.ref_logprob`` is given."""
+    """The module docstring's loss (settings: a ``Recipe``'s); ``kl_coef`` applies only when
+    ``Targets.ref_logprob`` is given. Each field a registered policy loss takes is passed to it by name."""
 
     agg_mode: str
     clip_low: float
@@ -106,41 +90,33 @@ class RLLoss:
     tau_neg: float = 1.05
 
     @classmethod
-    def of(cls, settings: TrainingSettings) -> RLLoss:
-        """The loss of ``settings``, resolved for their algorithm (``rl.core.algorithms.resolved_settings``)."""
-        return cls(settings.loss_agg_mode, settings.clip_low, settings.clip_high, settings.dual_clip_c,
-                   settings.kl_coef, settings.kl_kind, settings.entropy_coef, settings.value_coef,
-                   settings.value_clip, settings.policy_loss, settings.tau_pos, settings.tau_neg)
+    def of(cls, recipe: Recipe) -> RLLoss:
+        """The loss of ``recipe`` (``TrainingSettings.resolve``)."""
+        return cls(recipe.loss_agg_mode, recipe.clip_low, recipe.clip_high, recipe.dual_clip_c,
+                   recipe.kl_coef, recipe.kl_kind, recipe.entropy_coef, recipe.value_coef,
+                   recipe.value_clip, recipe.policy_loss, recipe.tau_pos, recipe.tau_neg)
 
     def policy_term(self, old_logprob: torch.Tensor, logprob: torch.Tensor, advantages: torch.Tensor,
                     mask: torch.Tensor, is_weight: torch.Tensor | None = None) -> PolicyLoss:
-        """The policy loss ``policy_loss`` names (rl.core.functional), [B, T] each -> ``PolicyLoss``;
-        ``is_weight`` [B, T] (ppo only: ``config.training.rollout_mode_problem``) weighs each token's loss."""
-        name = self.policy_loss
-        if is_weight is not None and name != "ppo":
-            raise ValueError(f"importance weights apply to the ppo policy loss only, not {name!r}")
-        if name == "ppo":
-            return policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
-                               self.dual_clip_c, self.agg_mode, is_weight)
-        if name == "gspo":
-            return gspo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
-                                    self.agg_mode)
-        if name == "gmpo":
-            return gmpo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high)
-        if name == "sapo":
-            return sapo_policy_loss(old_logprob, logprob, advantages, mask, self.tau_pos, self.tau_neg)
-        if name == "cispo":
-            return cispo_policy_loss(old_logprob, logprob, advantages, mask, self.clip_low, self.clip_high,
-                                     self.agg_mode)
-        raise ValueError(f"unknown policy_loss {name!r}; known: ppo, gspo, gmpo, sapo, cispo")
+        """The policy loss registered as ``policy_loss`` (``rl.core.registry``), [B, T] each -> ``PolicyLoss``;
+        ``is_weight`` [B, T] (ppo only: ``config.training_rules.rollout_mode_problem``) weighs each token's loss."""
+        registered = registered_policy_loss(self.policy_loss)
+        settings = {name: getattr(self, name) for name in registered.settings if name != IS_WEIGHT}
+        if registered.takes_is_weight:
+            settings[IS_WEIGHT] = is_weight
+        elif is_weight is not None:
+            weighing = [name for name, loss in POLICY_LOSS_REGISTRY.items() if loss.takes_is_weight]
+            raise ValueError(f"importance weights apply to the {', '.join(weighing)} policy loss only, "
+                             f"not {self.policy_loss!r}")
+        return registered.loss(old_logprob, logprob, advantages, mask, **settings)
 
     def shares(self, part_mask: torch.Tensor, whole: torch.Tensor) -> LossShares:
         """A micro-batch's (mask [b, T]) shares of its minibatch's (mask [B, T]) loss terms."""
         other = aggregation_share(part_mask, whole, self.agg_mode)
-        own = OWN_AGGREGATION.get(self.policy_loss)
+        own = registered_policy_loss(self.policy_loss).aggregation
         if own is None:
             return LossShares(other, other)
-        return LossShares(row_share(part_mask, whole) if own == "rows" else aggregation_share(part_mask, whole, own),
+        return LossShares(row_share(part_mask, whole) if own == ROWS else aggregation_share(part_mask, whole, own),
                           other)
 
     def __call__(self, logprob: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor | None,

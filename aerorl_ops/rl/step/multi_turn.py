@@ -30,7 +30,7 @@ from PIL import Image
 
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling, generate_replies
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
@@ -39,6 +39,7 @@ from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.step.per_token_inputs import OWN_INPUTS, TOKEN_TYPE_INPUTS, per_token_names
 from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions
+from aerorl_ops.rows.task_item import TaskItem
 
 PROBE = [{"role": "user", "content": [{"type": "text", "text": "?"}]},
          {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
@@ -135,13 +136,13 @@ def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], late
     return inputs
 
 
-def replayed_turns(loaded: LoadedVLM, env: TaskEnv, index: int, completion: Sequence[int]) -> list[EnvTurn]:
-    """The environment turns inside ``completion`` (an episode of ``env`` on item ``index``: replies and
+def replayed_turns(loaded: LoadedVLM, env: TaskEnv, item: TaskItem, completion: Sequence[int]) -> list[EnvTurn]:
+    """The environment turns inside ``completion`` (an episode of ``env`` on ``item``: replies and
     environment tokens, as ``sample_episodes`` wrote it), found by stepping the environment through its
     replies again. Each reply runs to its first end-of-turn or EOS token."""
     eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.processor, loaded.source.label)
     stops = set(eos) | {end}
-    state, _ = env.reset(index)
+    state, _ = env.reset(item)
     turns, position = [], 0
     for turn in range(max_turns(env)):
         stop = next((k for k in range(position, len(completion)) if completion[k] in stops), len(completion) - 1)
@@ -155,7 +156,7 @@ def replayed_turns(loaded: LoadedVLM, env: TaskEnv, index: int, completion: Sequ
             position += 1  # the end of turn the rollout wrote after a reply that did not
         written = env_turn(loaded, result.observation)
         if tuple(completion[position:position + len(written.ids)]) != written.ids:
-            raise ValueError(f"environment {env.name!r}, item {index}: the completion does not hold the "
+            raise ValueError(f"environment {env.name!r}, item {item.item_id!r}: the completion does not hold the "
                              f"environment's turn {turn + 2} where a replay puts it; was it sampled from "
                              "this environment and model?")
         position += len(written.ids)
@@ -205,15 +206,15 @@ class Episodes:
     later: list[list[EnvTurn]]  # [B] the environment's turns after the first
 
 
-def sample_episodes(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int,
+def sample_episodes(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem], max_new_tokens: int,
                     sampling: Sampling | None) -> Episodes:
-    """One episode per environment index (module docstring): sampled, or greedy when ``sampling`` is None."""
+    """One episode per item (module docstring): sampled, or greedy when ``sampling`` is None."""
     eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.processor, loaded.source.label)
-    started = [env.reset(index) for index in indices]
+    started = [env.reset(item) for item in items]
     states = [state for state, _ in started]
     observations = [observation for _, observation in started]
-    episodes = [Episode() for _ in indices]
-    active = list(range(len(indices)))
+    episodes = [Episode() for _ in items]
+    active = list(range(len(items)))
     for turn in range(max_turns(env)):
         prompts = encode_episodes(loaded, [observations[row] for row in active],
                                   [episodes[row].later for row in active])
@@ -270,10 +271,11 @@ class TwoTryReport:
 
 def two_try_report(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max_new_tokens: int,
                    sampling: Sampling | None, batch_size: int = 64) -> TwoTryReport:
-    """Episodes of ``indices`` (greedy when ``sampling`` is None), ``batch_size`` at a time, as a report."""
-    first, within = [], []
-    for start in range(0, len(indices), batch_size):
-        episodes = sample_episodes(loaded, env, indices[start:start + batch_size], max_new_tokens, sampling)
+    """Episodes of the items at ``indices`` (greedy when ``sampling`` is None), ``batch_size`` at a time, as a
+    report."""
+    items, first, within = items_at(env, indices), [], []
+    for start in range(0, len(items), batch_size):
+        episodes = sample_episodes(loaded, env, items[start:start + batch_size], max_new_tokens, sampling)
         first += episodes.graded.components["first_try_correct"].bool().tolist()
         within += episodes.graded.correct.tolist()
     wrong_first = len(first) - sum(first)

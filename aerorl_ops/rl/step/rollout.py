@@ -5,7 +5,8 @@
 - ``generate_replies``: greedy or sampled completions; special tokens other than EOS are never
   emitted (``aerorl_ops.generation.suppression``); a reply is at most ``max_new_tokens`` long;
 - ``collect_rollout``: ``group_size`` samples per prompt, each graded by ``env.step``;
-  ``sample_parts``: the same over given micro-batches of indices, each optionally seeded. Given a
+  ``sample_parts``: the same over given micro-batches of prompts (``rl.step.prompts``: each row carries
+  its task item), each optionally seeded. Given a
   ``ReplySampler`` (``generation.vllm_sampler.VLLMSampler``), it samples the replies from the same
   prompt text instead of the policy's ``generate``, one request per prompt with ``n`` = its replies in
   the part (``prompt_runs``: the engine encodes each image once, not ``group_size`` times); either
@@ -13,7 +14,7 @@
   policy itself;
 - ``supervised_batch``: prompts followed by their reference answer and the token that ends an
   assistant turn as the model's chat template writes it (``models.end_of_turn``: Gemma 3's
-  ``<end_of_turn>``, Qwen's ``<|im_end|>``; the plain answer format: the environment's first answer,
+  ``<end_of_turn>``, Qwen's ``<|im_end|>``; the plain answer format: the item's first answer,
   no JSON), for the masked supervised loss.
 """
 
@@ -38,10 +39,13 @@ from aerorl_ops.eval_runner.episodes import (
 )
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.generation.generator_sampling import PrivateRng
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.step.multi_turn import encode_episodes, max_turns, replayed_turns, sample_episodes
+from aerorl_ops.rl.step.prompts import Prompt, drawn_prompts, prompt_items
 from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions
+from aerorl_ops.rows.task_item import TaskItem
 
 
 class ReplySampler(Protocol):
@@ -52,8 +56,8 @@ class ReplySampler(Protocol):
                seed: int | None = None) -> tuple[list[list[int]], list[str], list[bool]]: ...
 
 
-def prompt_runs(items: Sequence[int]) -> tuple[list[int], list[int]]:
-    """The first row of each run of equal consecutive ``items`` (a prompt's group, or the part of it a
+def prompt_runs(groups: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The first row of each run of equal consecutive ``groups`` (a prompt's group, or the part of it a
     micro-batch holds), and the run's length: a ``ReplySampler`` asks for each prompt once, with
     ``n`` replies, so the engine encodes its image once, not once per reply.
 
@@ -61,8 +65,8 @@ def prompt_runs(items: Sequence[int]) -> tuple[list[int], list[int]]:
     ([0, 3, 5], [3, 2, 1])
     """
     firsts, counts = [], []
-    for row, item in enumerate(items):
-        if counts and item == items[row - 1]:
+    for row, group in enumerate(groups):
+        if counts and group == groups[row - 1]:
             counts[-1] += 1
         else:
             firsts.append(row)
@@ -76,7 +80,7 @@ integers, are spread this far apart, so no two prompts of a step share a seed.""
 
 
 class Rollout(NamedTuple):
-    indices: list[int]  # [B] environment indices, each prompt repeated group_size times, groups contiguous
+    prompts: list[Prompt]  # [B] each prompt repeated group_size times, groups contiguous
     batches: list[SequenceBatch]  # one per micro-batch, rows in order
     replies: Replies  # multi-turn: the completion ids hold every reply and the environment's tokens
     graded: Graded
@@ -87,21 +91,26 @@ class Rollout(NamedTuple):
 
 def collect_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], group_size: int, max_new_tokens: int,
                     sampling: Sampling, micro_batch_count: int = 1, sampler: ReplySampler | None = None) -> Rollout:
-    """Sample ``group_size`` replies per prompt (in ``micro_batch_count`` generation batches, by
-    ``sampler`` when given) and grade them."""
-    indices = [index for index in prompts for _ in range(group_size)]
-    return sample_parts(loaded, env, micro_batches(indices, micro_batch_count), max_new_tokens, sampling,
+    """Sample ``group_size`` replies per prompt (environment indices; in ``micro_batch_count`` generation
+    batches, by ``sampler`` when given) and grade them."""
+    rows = [prompt for prompt in drawn_prompts(env, prompts) for _ in range(group_size)]
+    return sample_parts(loaded, env, micro_batches(rows, micro_batch_count), max_new_tokens, sampling,
                         sampler=sampler)
 
 
-def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]], max_new_tokens: int,
+def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Prompt]], max_new_tokens: int,
                  sampling: Sampling, seeds: Sequence[int] | None = None,
-                 sampler: ReplySampler | None = None) -> Rollout:
-    """One sampled reply per environment index of each part (one generation batch per part), graded.
+                 sampler: ReplySampler | None = None, rng: PrivateRng | None = None) -> Rollout:
+    """One sampled reply per prompt of each part (one generation batch per part), graded.
     With ``seeds``, torch (or ``sampler``'s requests) is seeded from ``seeds[k]`` right before part k
-    is generated, so a part's samples do not depend on which other parts this process generates.
+    is generated, so a part's samples do not depend on which other parts this process generates;
+    with ``rng`` too, part k draws from ``rng``'s generator seeded so, the same tokens, and torch's global
+    RNG is left alone (a worker thread's sampling: ``generation.generator_sampling``).
     With ``sampler``, it samples the replies (the policy's prompts still make the batches)."""
     if max_turns(env) > 1:
+        if rng is not None:
+            raise ValueError(f"environment {env.name!r} is multi-turn: its episodes sample from torch's global RNG, "
+                             "not a private generator")
         if sampler is not None:
             raise ValueError(f"environment {env.name!r} is multi-turn: its rollouts need rollout_backend = \"hf\" "
                              "(a vLLM sampler takes one prompt per reply)")
@@ -109,50 +118,53 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]]
     batches, token_ids, texts, truncated = [], [], [], []
     started = time.perf_counter()
     for k, part in enumerate(parts):
-        observations = observe_all(env, part)
+        observations = observe_all(env, prompt_items(part))
         inputs = encode_observations(loaded, observations)
         if sampler is not None:
             seed = None if seeds is None else seeds[k] * SEEDS_PER_PART % 2**62
-            firsts, counts = prompt_runs(part)  # one request per prompt, n = its replies in this part
+            firsts, counts = prompt_runs([p.group for p in part])  # one request per prompt, n = its replies here
             asked = [observations[row] for row in firsts]
             replies = Replies(*sampler.sample(observation_prompts(loaded, asked), [o.images for o in asked],
                                               max_new_tokens, sampling, n=counts, seed=seed))
         else:
-            if seeds is not None:
+            draws = None if seeds is None or rng is None else rng.part(seeds[k])
+            if seeds is not None and rng is None:
                 torch.manual_seed(seeds[k])
-            replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
+            replies = generate_replies(loaded, inputs, max_new_tokens, sampling, draws)
         batches.append(append_completions(inputs, replies.token_ids, loaded))
         token_ids += replies.token_ids
         texts += replies.texts
         truncated += replies.truncated
     elapsed = time.perf_counter() - started
     replies = Replies(token_ids, texts, truncated)
-    indices = [index for part in parts for index in part]
-    return Rollout(indices, batches, replies, grade(env, indices, replies, eos_token_ids(loaded)), elapsed)
+    prompts = [prompt for part in parts for prompt in part]
+    return Rollout(prompts, batches, replies, grade(env, prompt_items(prompts), replies, eos_token_ids(loaded)),
+                   elapsed)
 
 
-def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]], max_new_tokens: int,
+def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Prompt]], max_new_tokens: int,
                       sampling: Sampling, seeds: Sequence[int] | None) -> Rollout:
-    """``sample_parts`` for a multi-turn environment: one episode per index (``rl.step.multi_turn``)."""
+    """``sample_parts`` for a multi-turn environment: one episode per prompt (``rl.step.multi_turn``)."""
     started = time.perf_counter()
     batches, episodes = [], []
     for k, part in enumerate(parts):
         if seeds is not None:
             torch.manual_seed(seeds[k])
-        episodes.append(sample_episodes(loaded, env, part, max_new_tokens, sampling))
-        batches.append(append_completions(encode_episodes(loaded, observe_all(env, part), episodes[-1].later),
+        items = prompt_items(part)
+        episodes.append(sample_episodes(loaded, env, items, max_new_tokens, sampling))
+        batches.append(append_completions(encode_episodes(loaded, observe_all(env, items), episodes[-1].later),
                                           episodes[-1].replies.token_ids, loaded))
     replies = Replies(*(sum((getattr(e.replies, name) for e in episodes), []) for name in Replies._fields))
     graded = Graded(torch.cat([e.graded.rewards for e in episodes]), torch.cat([e.graded.correct for e in episodes]),
                     {name: torch.cat([e.graded.components.get(name, torch.zeros(len(e.turns))) for e in episodes])
                      for name in sorted({n for e in episodes for n in e.graded.components})},
                     sum((e.graded.predictions for e in episodes), []))
-    return Rollout([index for part in parts for index in part], batches, replies, graded,
+    return Rollout([prompt for part in parts for prompt in part], batches, replies, graded,
                    time.perf_counter() - started, sum((e.actions for e in episodes), []),
                    sum((e.turn_rewards for e in episodes), []))
 
 
-def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]],
+def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[TaskItem]],
                   replies: Sequence[Sequence[Sequence[int]]]) -> list[SequenceBatch]:
     """The batches ``sample_parts`` builds, from replies sampled before: per part, its items' prompts
     followed by ``replies[k]`` (one token-id list per item, up to and including EOS). A multi-turn
@@ -161,20 +173,20 @@ def reply_batches(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[int]
         if max_turns(env) == 1:
             return encode_observations(loaded, observe_all(env, part))
         return encode_episodes(loaded, observe_all(env, part),
-                               [replayed_turns(loaded, env, index, row) for index, row in zip(part, ids, strict=True)])
+                               [replayed_turns(loaded, env, item, row) for item, row in zip(part, ids, strict=True)])
 
     return [append_completions(prompts(part, ids), ids, loaded)
             for part, ids in zip(parts, replies, strict=True)]
 
 
-def answer_target(env: TaskEnv, index: int) -> str:
+def answer_target(item: TaskItem) -> str:
     """What supervised training teaches the model to say: the item's first answer, plain."""
-    return env.items[index].answers[0]
+    return item.answers[0]
 
 
-def supervised_batch(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int]) -> SequenceBatch:
+def supervised_batch(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem]) -> SequenceBatch:
     """Prompts followed by their target answers and the token that ends a turn: a teacher-forced batch."""
-    inputs = encode_observations(loaded, observe_all(env, indices))
+    inputs = encode_observations(loaded, observe_all(env, items))
     end = end_of_turn_id(loaded.processor, loaded.source.label)
-    targets = [loaded.tokenizer.encode(answer_target(env, i), add_special_tokens=False) + [end] for i in indices]
+    targets = [loaded.tokenizer.encode(answer_target(item), add_special_tokens=False) + [end] for item in items]
     return append_completions(inputs, targets, loaded)

@@ -14,7 +14,9 @@ rebuilt on every rank from the gathered reply token ids (``rollout.reply_batches
 on what one process would.
 
 Round r samples global micro-batch ``part`` with seed ``seed_of(part + r * ROUND_PARTS)``; round 0 is
-exactly the rollout without dynamic sampling.
+exactly the rollout without dynamic sampling. Each round turns the environment indices it drew into
+prompts once (``rl.step.prompts``): every row carries its task item from then on, so the groups kept,
+a token budget's cut and the rollout log take the item from the batch, never from the environment.
 
 With ``micro_batch_tokens`` (verl's dynamic batch size), the sampled batch is cut again for the scoring
 and update passes: each rank keeps its rows of every minibatch, cut by ``rl.step.token_budget`` into
@@ -30,16 +32,19 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import Recipe
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.episodes import Sampling
+from aerorl_ops.generation.generator_sampling import PrivateRng
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.core.policy_losses import overlong_penalty
 from aerorl_ops.rl.runtime.distributed import BatchShards, DataParallel, RolloutShare
+from aerorl_ops.rl.step.prompts import Prompt, drawn_prompts, prompt_items
 from aerorl_ops.rl.step.rollout import ReplySampler, reply_batches, sample_parts
 from aerorl_ops.rl.step.sequences import SequenceBatch
 from aerorl_ops.rl.step.step_parts import Outcomes
 from aerorl_ops.rl.step.token_budget import token_budget_parts
+from aerorl_ops.rows.task_item import TaskItem
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +52,12 @@ ROUND_PARTS = 2**20
 """Round r's micro-batch seeds are those of parts ``part + r * ROUND_PARTS``: no two rounds share one."""
 NO_TOKEN = -1
 """Pads reply token ids to ``max_new_tokens`` for gathering."""
+
+
+def sample_seed(seed: int, step: int, part: int) -> int:
+    """The torch seed of global micro-batch ``part``'s sampling at trainer step ``step`` of a run seeded
+    ``seed``, whatever the world size."""
+    return ((seed * 1_000_003 + step) * 1_000_003 + part) % 2**63
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,7 @@ class GroupCounts:
 class StepRollout:
     """The batch an RL step trains on."""
 
-    indices: list[int]  # [B] global environment items, each prompt's group contiguous
+    prompts: list[Prompt]  # [B] each row's task item and group, each prompt's group contiguous
     share: RolloutShare  # this rank's micro-batches of it
     batches: list[SequenceBatch]  # this rank's micro-batches, with the sampled replies
     lengths: torch.Tensor  # [B] reply tokens (up to and including EOS)
@@ -74,6 +85,16 @@ class StepRollout:
     token_ids: torch.Tensor  # [B, W] the replies (multi-turn: with the environment's tokens), NO_TOKEN after each
     action_mask: torch.Tensor | None = None  # multi-turn: [B, W] bool, the model's own completion tokens
     turn_rewards: torch.Tensor | None = None  # multi-turn: [B, W] each turn's reward at its last reply token
+
+    @property
+    def items(self) -> list[TaskItem]:
+        """[B] each row's task item."""
+        return prompt_items(self.prompts)
+
+    @property
+    def group_ids(self) -> list[int]:
+        """[B] each row's group for group-relative advantages."""
+        return [prompt.group for prompt in self.prompts]
 
     def token_rewards(self, mask: torch.Tensor) -> torch.Tensor | None:
         """Multi-turn: each turn's reward at its position, over ``mask``'s width [B, L]; None for single-turn
@@ -87,7 +108,7 @@ class StepRollout:
 class _Round:
     """One sampling round, gathered: every rank's rows in global order."""
 
-    indices: list[int]  # [B_r]
+    prompts: list[Prompt]  # [B_r]
     share: RolloutShare
     batches: list[SequenceBatch]  # this rank's
     token_ids: torch.Tensor  # [B_r, W], NO_TOKEN after each reply
@@ -98,7 +119,7 @@ class _Round:
     turn_rewards: torch.Tensor | None  # [B_r, W] multi-turn
 
 
-def shaped_rewards(rewards: torch.Tensor, lengths: torch.Tensor, settings: TrainingSettings) -> torch.Tensor:
+def shaped_rewards(rewards: torch.Tensor, lengths: torch.Tensor, settings: Recipe) -> torch.Tensor:
     """``rewards`` [B] plus DAPO's overlong penalty of replies ``lengths`` [B] long (none when
     ``overlong_buffer`` is 0)."""
     if not settings.overlong_buffer:
@@ -114,15 +135,15 @@ def informative_groups(rewards: torch.Tensor, group_size: int) -> list[bool]:
     return (groups.max(dim=1).values != groups.min(dim=1).values).tolist()
 
 
-def _sample_round(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], round_index: int,
-                  settings: TrainingSettings, dp: DataParallel, seed_of: Callable[[int], int],
-                  sampler: ReplySampler | None) -> _Round:
-    indices = [index for index in prompts for _ in range(settings.group_size)]  # [B] groups contiguous
-    share = dp.share_rollout(len(indices), settings.grad_accumulation * settings.ppo_mini_batches,
+def _sample_round(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[Prompt], round_index: int,
+                  settings: Recipe, dp: DataParallel, seed_of: Callable[[int], int],
+                  sampler: ReplySampler | None, rng: PrivateRng | None) -> _Round:
+    rows = [prompt for prompt in prompts for _ in range(settings.group_size)]  # [B] groups contiguous
+    share = dp.share_rollout(len(rows), settings.grad_accumulation * settings.ppo_mini_batches,
                              settings.ppo_mini_batches)
-    rollout = sample_parts(loaded, env, share.items(indices), settings.max_new_tokens,
+    rollout = sample_parts(loaded, env, share.items(rows), settings.max_new_tokens,
                            Sampling(settings.temperature, settings.top_k, settings.top_p),
-                           [seed_of(part + round_index * ROUND_PARTS) for part in share.parts], sampler)
+                           [seed_of(part + round_index * ROUND_PARTS) for part in share.parts], sampler, rng)
     device = loaded.device
     replies = rollout.replies.token_ids
     width = dp.max(max([settings.max_new_tokens, *(len(ids) for ids in replies)]))  # [B, W] on every rank
@@ -143,28 +164,31 @@ def _sample_round(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], round
         rollout.graded.rewards, rollout.graded.correct, torch.tensor(rollout.replies.truncated, dtype=torch.bool),
         device=device)  # [B] each
     outcomes = Outcomes(shaped_rewards(rewards, lengths, settings), correct, truncated)
-    return _Round(indices, share, rollout.batches, token_ids, lengths, outcomes, rollout.generation_s, actions,
+    return _Round(rows, share, rollout.batches, token_ids, lengths, outcomes, rollout.generation_s, actions,
                   turn_rewards)
 
 
-def step_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: TrainingSettings,
+def step_rollout(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: Recipe,
                  dp: DataParallel, seed_of: Callable[[int], int], sampler: ReplySampler | None = None,
-                 more_prompts: Callable[[int], Sequence[int]] | None = None) -> StepRollout:
-    """The batch of an RL step on ``prompts`` (module docstring); ``settings`` resolved for the
-    algorithm; ``more_prompts(r)``: round r's prompts (r >= 1; None: one round only)."""
-    rollout = _sampled(loaded, env, prompts, settings, dp, seed_of, sampler, more_prompts)
+                 more_prompts: Callable[[int], Sequence[int]] | None = None,
+                 rng: PrivateRng | None = None) -> StepRollout:
+    """The batch of an RL step on ``prompts`` (environment indices; module docstring); ``settings``: the
+    run's ``Recipe`` (``overlong_buffer``, ``dynamic_sampling`` filled in); ``more_prompts(r)``: round r's
+    prompts (r >= 1; None: one round only); ``rng``: sample from its generators, not torch's global RNG (a
+    worker thread's rollout: the same replies)."""
+    rollout = _sampled(loaded, env, prompts, settings, dp, seed_of, sampler, more_prompts, rng)
     if settings.micro_batch_tokens:
         return _cut_by_tokens(loaded, env, rollout, settings.micro_batch_tokens, dp)
     return rollout
 
 
-def _sampled(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: TrainingSettings,
+def _sampled(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: Recipe,
              dp: DataParallel, seed_of: Callable[[int], int], sampler: ReplySampler | None,
-             more_prompts: Callable[[int], Sequence[int]] | None) -> StepRollout:
-    first = _sample_round(loaded, env, prompts, 0, settings, dp, seed_of, sampler)
+             more_prompts: Callable[[int], Sequence[int]] | None, rng: PrivateRng | None) -> StepRollout:
+    first = _sample_round(loaded, env, drawn_prompts(env, prompts), 0, settings, dp, seed_of, sampler, rng)
     groups = len(prompts)
     if not settings.dynamic_sampling:
-        return StepRollout(first.indices, first.share, first.batches, first.lengths, first.outcomes,
+        return StepRollout(first.prompts, first.share, first.batches, first.lengths, first.outcomes,
                            GroupCounts(groups, groups, 0, 1, 0), first.generation_s, first.token_ids,
                            first.action_mask, first.turn_rewards)
     rounds, kept, dropped = [first], [], []
@@ -174,25 +198,25 @@ def _sampled(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[int], settings: 
             (kept if useful else dropped).append((current, group))
         if len(kept) >= groups or len(rounds) >= settings.max_sampling_rounds or more_prompts is None:
             break
-        rounds.append(_sample_round(loaded, env, more_prompts(len(rounds)), len(rounds), settings, dp, seed_of,
-                                    sampler))
+        rounds.append(_sample_round(loaded, env, drawn_prompts(env, more_prompts(len(rounds))), len(rounds),
+                                    settings, dp, seed_of, sampler, rng))
     filled = dropped[:max(groups - len(kept), 0)]
     if filled and dp.is_main:
         logger.warning("dynamic sampling: %d of %d groups informative after %d sampling rounds "
                        "(max_sampling_rounds=%d); the step goes ahead with %d uninformative groups",
                        len(kept), groups, len(rounds), settings.max_sampling_rounds, len(filled))
     chosen = sorted(kept[:groups] + filled)  # sampling order
-    counts = GroupCounts(sum(len(r.indices) for r in rounds) // settings.group_size, len(kept[:groups]),
+    counts = GroupCounts(sum(len(r.prompts) for r in rounds) // settings.group_size, len(kept[:groups]),
                          len(dropped) - len(filled), len(rounds), len(filled))
     generation_s = sum(r.generation_s for r in rounds)
     if chosen == [(0, group) for group in range(groups)]:  # the first round as sampled
-        return StepRollout(first.indices, first.share, first.batches, first.lengths, first.outcomes, counts,
+        return StepRollout(first.prompts, first.share, first.batches, first.lengths, first.outcomes, counts,
                            generation_s, first.token_ids, first.action_mask, first.turn_rewards)
     return _rebuilt(loaded, env, rounds, chosen, settings, dp, counts, generation_s)
 
 
 def _rebuilt(loaded: LoadedVLM, env: TaskEnv, rounds: Sequence[_Round], chosen: Sequence[tuple[int, int]],
-             settings: TrainingSettings, dp: DataParallel, counts: GroupCounts, generation_s: float) -> StepRollout:
+             settings: Recipe, dp: DataParallel, counts: GroupCounts, generation_s: float) -> StepRollout:
     """The batch of the ``chosen`` (round, group) groups, from the gathered replies, on every rank."""
     n = settings.group_size
     rows = [(r, group * n + k) for r, group in chosen for k in range(n)]  # [B] (round, its global row)
@@ -204,7 +228,7 @@ def _rebuilt(loaded: LoadedVLM, env: TaskEnv, rounds: Sequence[_Round], chosen: 
         return torch.stack([torch.nn.functional.pad(v, (0, width - v.shape[0]), value=fill) if v.dim() else v
                             for v in values])
 
-    indices = [rounds[r].indices[row] for r, row in rows]
+    prompts = [rounds[r].prompts[row] for r, row in rows]  # [B] each row's own, carried from its round
     lengths = pick(lambda r: r.lengths)  # [B]
     outcomes = Outcomes(pick(lambda r: r.outcomes.rewards), pick(lambda r: r.outcomes.correct),
                         pick(lambda r: r.outcomes.truncated))  # [B] each
@@ -212,19 +236,20 @@ def _rebuilt(loaded: LoadedVLM, env: TaskEnv, rounds: Sequence[_Round], chosen: 
     multi_turn = rounds[0].action_mask is not None
     actions = pick(lambda r: r.action_mask) if multi_turn else None  # [B, W]
     turn_rewards = pick(lambda r: r.turn_rewards) if multi_turn else None  # [B, W]
-    share = dp.share_rollout(len(indices), settings.grad_accumulation * settings.ppo_mini_batches,
+    share = dp.share_rollout(len(prompts), settings.grad_accumulation * settings.ppo_mini_batches,
                              settings.ppo_mini_batches)
-    batches = _batches_of(loaded, env, share, indices, token_ids, lengths)
-    return StepRollout(indices, share, batches, lengths, outcomes, counts, generation_s, token_ids, actions,
+    batches = _batches_of(loaded, env, share, prompt_items(prompts), token_ids, lengths)
+    return StepRollout(prompts, share, batches, lengths, outcomes, counts, generation_s, token_ids, actions,
                        turn_rewards)
 
 
-def _batches_of(loaded: LoadedVLM, env: TaskEnv, share: RolloutShare, indices: Sequence[int],
+def _batches_of(loaded: LoadedVLM, env: TaskEnv, share: RolloutShare, items: Sequence[TaskItem],
                 token_ids: torch.Tensor, lengths: torch.Tensor) -> list[SequenceBatch]:
-    """This rank's micro-batches of ``share``, rebuilt from the global replies ``token_ids`` [B, W]."""
+    """This rank's micro-batches of ``share``, rebuilt from the global replies ``token_ids`` [B, W] and the
+    rows' own ``items`` [B]."""
     parts = [list(share.shards.parts[part]) for part in share.parts]
     replies = [[token_ids[row, :int(lengths[row])].tolist() for row in part] for part in parts]
-    return reply_batches(loaded, env, [[indices[row] for row in part] for part in parts], replies)
+    return reply_batches(loaded, env, [[items[row] for row in part] for part in parts], replies)
 
 
 def _cut_by_tokens(loaded: LoadedVLM, env: TaskEnv, rollout: StepRollout, budget: int,
@@ -248,5 +273,5 @@ def _cut_by_tokens(loaded: LoadedVLM, env: TaskEnv, rollout: StepRollout, budget
                 owners.append(rank)
         minibatches.append(tuple(group))
     cut_share = RolloutShare(BatchShards(tuple(parts), tuple(minibatches), dp.world_size, tuple(owners)), dp)
-    batches = _batches_of(loaded, env, cut_share, rollout.indices, rollout.token_ids, rollout.lengths)
+    batches = _batches_of(loaded, env, cut_share, rollout.items, rollout.token_ids, rollout.lengths)
     return replace(rollout, share=cut_share, batches=batches)

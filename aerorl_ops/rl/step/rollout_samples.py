@@ -2,7 +2,8 @@
 question (and image), and what it earned.
 
 Each reply of a step is kept with probability ``rate``, drawn from a generator seeded by (seed, step), so
-a rerun keeps the same rows. A kept reply records its task item (id, question, the first image's SHA-256),
+a rerun keeps the same rows. A kept reply records its task item, as the rollout's row carries it (id,
+question, the first image's SHA-256),
 the decoded completion, its reward and correctness, its advantage (the mean over the reply's own tokens),
 its length in tokens and the sum of the rollout policy's log-probs over its own tokens. The image's bytes
 travel with the sample so the recorder can save each image once, under its hash.
@@ -10,29 +11,20 @@ travel with the sample so the recorder can save each image once, under its hash.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.rows.task_item import TaskItem, image_sha256
+from aerorl_ops.storage.training_schema import RolloutRow
 
 
 @dataclass(frozen=True)
-class RolloutSample:
-    step: int
-    row: int
-    prompt_id: str
-    question: str
-    image_sha256: str | None
-    completion: str
-    reward: float
-    correct: bool
-    advantage: float
-    length: int
-    logprob_sum: float
+class RolloutSample(RolloutRow):
+    """A ``training_rollouts`` row (its columns: ``storage.training_schema.RolloutRow``) and the image it saw."""
+
     image: bytes | None = None  # the encoded image (saved once under its hash, not a column)
 
 
@@ -50,19 +42,19 @@ def sampled_rows(rows: int, rate: float, seed: int, step: int) -> list[int]:
     return [row for row in range(rows) if draw.random() < rate]
 
 
-def rollout_samples(env: TaskEnv, tokenizer, step: int, rows: Sequence[int], indices: Sequence[int],
+def rollout_samples(tokenizer, step: int, rows: Sequence[int], items: Sequence[TaskItem],
                     token_ids: torch.Tensor, lengths: torch.Tensor, own: torch.Tensor, rewards: torch.Tensor,
                     correct: torch.Tensor, advantages: torch.Tensor, logprob: torch.Tensor) -> list[RolloutSample]:
-    """The samples of ``rows``: token_ids [B, W] replies, lengths [B], own [B, L] the reply's own tokens,
-    rewards / correct [B], advantages / logprob [B, L] (L <= W)."""
+    """The samples of ``rows``: items [B] each row's task item, token_ids [B, W] replies, lengths [B], own
+    [B, L] the reply's own tokens, rewards / correct [B], advantages / logprob [B, L] (L <= W)."""
     samples = []
     for row in rows:
-        item = env.items[indices[row]]
+        item = items[row]
         image = item.images[0] if item.images else None
         mask = own[row].to(torch.float64)
         counted = float(mask.sum())
         samples.append(RolloutSample(
-            step, row, item.item_id, item.question, hashlib.sha256(image).hexdigest() if image else None,
+            step, row, item.item_id, item.question, image_sha256(image) if image else None,
             tokenizer.decode(token_ids[row, :int(lengths[row])].tolist(), skip_special_tokens=True).strip(),
             float(rewards[row]), bool(correct[row]),
             float((advantages[row].to(torch.float64) * mask).sum() / counted) if counted else 0.0,

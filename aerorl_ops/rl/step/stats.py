@@ -1,57 +1,22 @@
-"""Per-step statistics of training, as plain values (one DuckDB row each)."""
+"""Per-step statistics of training, as plain values: a ``StepStats`` (``storage.training_schema``, one
+``training_steps`` row each) from a step's outcome and batches."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import psutil
 import torch
 
+from aerorl_ops.losses import masked_mean
 from aerorl_ops.rl.runtime.distributed import DataParallel
+from aerorl_ops.rl.step.loss import LossStats, token_weighted_sums
+from aerorl_ops.rl.step.rollout_rounds import GroupCounts
 from aerorl_ops.rl.step.sequences import SequenceBatch
 from aerorl_ops.rl.step.step_parts import Outcomes
-
-
-@dataclass(frozen=True)
-class StepStats:
-    step: int
-    phase: str  # "warmup" (supervised), "control" (supervised control) or the RL algorithm's name
-    loss: float
-    reward_mean: float | None  # the environment's reward over the rollout (RL steps)
-    reward_std: float | None
-    accuracy: float | None  # share of rollout replies the environment marks correct
-    kl: float | None  # token-mean KL (the run's kl_kind) of the rollout's policy to the reference (None without one)
-    entropy: float | None  # token-mean entropy of the rollout's policy over response tokens
-    clip_fraction: float | None  # share of tokens where the PPO ratio clip binds (over every update of the step)
-    response_clip_ratio: float | None  # share of replies cut at max_new_tokens
-    response_length: float
-    masked_token_fraction: float  # counted (completion text) tokens / attended tokens
-    vision_token_fraction: float  # vision tokens / attended tokens
-    tokens_per_s: float
-    step_s: float
-    grad_norm: float
-    learning_rate: float
-    skipped: bool  # the NaN/inf guard skipped this step's update
-    peak_memory_mb: float
-    curriculum_stage: int | None = None  # 0-based curriculum stage of the step's batch (None = natural mix)
-    episodes_seen: int | None = None  # training items (supervised) or sampled replies (RL) up to this step
-    approx_kl: float | None = None  # RL: token-mean of old - new log-prob over every update of the step
-    dual_clip_fraction: float | None = None  # RL: share of tokens where the dual clip binds (every update)
-    value_loss: float | None = None  # PPO: the clipped value loss (before value_coef), mean over updates
-    value_clip_fraction: float | None = None  # PPO: share of tokens where the value clip binds (every update)
-    explained_variance: float | None = None  # PPO: 1 - Var(returns - values) / Var(returns) at the rollout
-    groups_sampled: int | None = None  # RL: prompt groups sampled over every sampling round (rl.step.rollout_rounds)
-    groups_kept: int | None = None  # RL: informative groups trained on (all of them without dynamic sampling)
-    groups_dropped: int | None = None  # RL, dynamic sampling: groups whose rewards were all equal, left out
-    groups_filled: int | None = None  # RL, dynamic sampling: uninformative groups trained on (rounds ran out)
-    sampling_rounds: int | None = None  # RL: rollout rounds of the step
-    padded_token_fraction: float | None = None  # padding / all positions of the step's micro-batches
-    behaviour_step: int | None = None  # RL: the step after which the weights that sampled its replies were taken
-
-    def as_record(self) -> dict[str, object]:
-        return asdict(self)
+from aerorl_ops.storage.training_schema import StepStats
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -104,3 +69,26 @@ def step_stats(dp: DataParallel, device: torch.device, outcome: StepOutcome, bat
         step_s=elapsed, grad_norm=outcome.grad_norm, learning_rate=outcome.learning_rate, skipped=outcome.skipped,
         peak_memory_mb=peak_memory_mb(device),
     )
+
+
+def token_mean(dp: DataParallel, passes: Sequence[LossStats], name: str) -> float | None:
+    """Statistic ``name`` averaged over every counted token of every rank's ``passes``."""
+    sums = token_weighted_sums(passes, name)
+    if sums is None:
+        return None
+    total, tokens = dp.sum(sums)
+    return total / tokens if tokens else None
+
+
+def rl_step_extra(dp: DataParallel, kl: torch.Tensor | None, mask: torch.Tensor, entropy: torch.Tensor,
+                  passes: Sequence[LossStats], groups: GroupCounts, behaviour_step: int) -> dict[str, float | None]:
+    """An RL step's own statistics: the rollout's token-mean KL and entropy over ``mask`` [B, L], the
+    updates' token-mean clip and KL statistics over every rank, the sampling rounds' group counts, and which
+    weights sampled the step."""
+    return {"kl": float(masked_mean(kl, mask)) if kl is not None else None,
+            "entropy": float(masked_mean(entropy, mask)),
+            **{name: token_mean(dp, passes, name) for name in (
+                "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")},
+            "groups_sampled": groups.sampled, "groups_kept": groups.kept, "groups_dropped": groups.dropped,
+            "groups_filled": groups.filled, "sampling_rounds": groups.rounds,
+            "behaviour_step": behaviour_step}

@@ -1,5 +1,6 @@
-"""``RLTrainer``: supervised and RL steps on a task environment, set by one ``TrainingSettings``
-(AeroRL's API, its tensor-only ``train_step`` and lifecycle, is a facade: ``aerorl_ops.aerorl``).
+"""``RLTrainer``: supervised and RL steps on a task environment, set by one ``Recipe`` (the settings
+resolved once: ``TrainingSettings.resolve``; AeroRL's API, its tensor-only ``train_step`` and lifecycle,
+is a facade: ``aerorl_ops.aerorl``).
 
 - ``supervised_step(env, indices)``: teacher-forced masked NLL of each item's answer + EOS
   (vision, prompt and padding tokens excluded), token-mean over the batch.
@@ -33,15 +34,17 @@ the clip takes the norm across shards); the micro-batches and the arithmetic are
 Rollouts come from the policy's ``generate``, or with ``rollout_backend = "vllm"`` from a vLLM engine
 (``generation.vllm_sampler``) started at the first RL step, in this process, loaded with the policy's
 weights before every RL step, so step k samples with the policy after update k-1. The engine's log-probs are never
-used: ``step.scoring.score_rollout`` recomputes every token's with the policy. One process only (no engine per
-rank yet); :meth:`RLTrainer.close_rollouts` shuts the engine down.
+used: ``step.scoring.score_rollout`` recomputes every token's with the policy. With several ranks each rank has an
+engine of its own and samples its own micro-batches (``step.rollout_engine``); with ``vllm_sleep_mode`` the engine
+sleeps from the end of the rollout to the next sync; :meth:`RLTrainer.close_rollouts` shuts the engine down.
 
 With ``rollout_mode = "one_step_off"`` the update of step k trains on replies sampled with the weights
-after step k-2 (``StepStats.behaviour_step``; sync: k-1), a frozen copy of the policy (``rl.step.behaviour``:
-sampled after the previous update, not beside it). The behaviour weights' log-probs of the replies are
-recomputed; with ``rollout_is`` the PPO ratio is to the step's start (``_score_rollout``) and every token's
-policy loss is weighted by ``functional.truncated_is_weight`` (verl's ``rollout_is``), else the ratio is
-to the behaviour log-probs.
+after step k-2 (``StepStats.behaviour_step``; sync: k-1), a frozen copy of the policy (``rl.step.behaviour``),
+sampled in a worker thread during step k-1's update when ``rl_step`` is told the next step's prompts
+(``rl.step.rollout_ahead``; else after it, in this thread: the same replies). The behaviour weights'
+log-probs of the replies are recomputed; with ``rollout_is`` the PPO ratio is to the step's start
+(``_score_rollout``) and every token's policy loss is weighted by ``functional.truncated_is_weight`` (verl's
+``rollout_is``), else the ratio is to the behaviour log-probs.
 
 Deliberate simplifications: minibatches are the rollout's micro-batches in a fixed order (not
 reshuffled between epochs); one AdamW and one gradient clip over the policy and the value head
@@ -62,16 +65,11 @@ from pathlib import Path
 import torch
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.config.training import (
-    TrainingSettings,
-    rollout_mode_problem,
-    rollout_ranks_problem,
-    sharding_problem,
-)
-from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.losses import masked_mean
+from aerorl_ops.config.training import Recipe, require_recipe
+from aerorl_ops.config.training_rules import rollout_mode_problem, sharding_problem, sleep_mode_device_problem
+from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.models.entry import GenerationBackend
-from aerorl_ops.rl.core.algorithms import build_algorithm, resolved_settings, token_rewards
+from aerorl_ops.rl.core.algorithms import build_algorithm, token_rewards
 from aerorl_ops.rl.core.functional import explained_variance, kl_penalty, truncated_is_weight
 from aerorl_ops.rl.runtime.checkpoint_files import CheckpointState
 from aerorl_ops.rl.runtime.distributed import SINGLE, DataParallel, check_accumulation
@@ -80,10 +78,11 @@ from aerorl_ops.rl.runtime.sharded_checkpoint import state_module
 from aerorl_ops.rl.runtime.sharding import held_bytes, sharding_for
 from aerorl_ops.rl.runtime.value_head import ValueHead
 from aerorl_ops.rl.step.behaviour import BehaviourWeights, SamplingWeights
-from aerorl_ops.rl.step.loss import LossStats, RLLoss, Targets, token_weighted_sums
+from aerorl_ops.rl.step.loss import RLLoss, Targets
 from aerorl_ops.rl.step.rollout import supervised_batch
+from aerorl_ops.rl.step.rollout_ahead import RolloutAhead, ahead_job
 from aerorl_ops.rl.step.rollout_engine import RolloutEngine
-from aerorl_ops.rl.step.rollout_rounds import step_rollout
+from aerorl_ops.rl.step.rollout_rounds import sample_seed, step_rollout
 from aerorl_ops.rl.step.rollout_samples import RolloutSample, rollout_samples, sampled_rows
 from aerorl_ops.rl.step.scoring import score_rollout
 from aerorl_ops.rl.step.sequences import (
@@ -92,7 +91,7 @@ from aerorl_ops.rl.step.sequences import (
     completion_tokens,
     fused_completion_tokens,
 )
-from aerorl_ops.rl.step.stats import StepOutcome, StepStats, step_stats
+from aerorl_ops.rl.step.stats import StepOutcome, StepStats, rl_step_extra, step_stats
 from aerorl_ops.rl.step.step_parts import (
     Outcomes,
     RolloutScores,
@@ -118,15 +117,17 @@ class TrainerState:
 
 class RLTrainer:
     """``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (None: those of the
-    policy's source when it is a vLLM source, else vLLM's defaults). ``settings`` are checked where
-    they came in (the file, the command line, the run config); here only their split over ``dp``'s ranks."""
+    policy's source when it is a vLLM source, else vLLM's defaults). ``settings``: a ``Recipe``, checked and
+    resolved where they came in (the file, the command line, the run config); here only their split over
+    ``dp``'s ranks is checked."""
 
-    def __init__(self, settings: TrainingSettings, policy: PolicyRuntime | None = None,
+    def __init__(self, settings: Recipe, policy: PolicyRuntime | None = None,
                  reference: ReferenceRuntime | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None) -> None:
-        settings = resolved_settings(settings)  # the algorithm's defaults for what is unset
+        settings = require_recipe(settings, "RLTrainer")  # the algorithm's defaults filled in, once per run
         check_accumulation(settings.grad_accumulation, dp.world_size)
-        problem = (rollout_ranks_problem(settings.rollout_backend, dp.world_size)
+        device = policy.loaded.device if policy is not None else dp.device
+        problem = (sleep_mode_device_problem(settings.vllm_sleep_mode, device.type)
                    or rollout_mode_problem(settings.rollout_mode, settings.rollout_backend, dp.world_size,
                                            settings.rollout_is, settings.algorithm, settings.policy_loss)
                    or sharding_problem(settings.sharding, settings.cpu_offload, settings.micro_batch_tokens,
@@ -146,8 +147,10 @@ class RLTrainer:
         self._optimizer: torch.optim.Optimizer | None = None
         self._value_head: ValueHead | None = None
         self._synced: list[int] = []  # ids of the parameters last broadcast from rank 0
-        self.rollouts = RolloutEngine(settings.rollout_backend, rollout_engine, settings.seed)
+        self.rollouts = RolloutEngine(settings.rollout_backend, rollout_engine, settings.seed,
+                                      settings.vllm_sleep_mode, dp.world_size)
         self._behaviour = BehaviourWeights()  # one_step_off: the frozen weights that sample the next step
+        self._ahead = RolloutAhead()  # one_step_off: the next step's rollout, sampled during this step's update
 
     # ----- real steps on models -----
     @property
@@ -209,7 +212,7 @@ class RLTrainer:
 
     def _sample_seed(self, part: int) -> int:
         """The torch seed of global micro-batch ``part``'s sampling at this step, whatever the world size."""
-        return ((self.settings.seed * 1_000_003 + self.state.step) * 1_000_003 + part) % 2**63
+        return sample_seed(self.settings.seed, self.state.step, part)
 
     def _sync_parameters(self) -> None:
         """Rank 0's trainable parameters on every rank whenever the optimizer holds new ones (the first
@@ -254,9 +257,9 @@ class RLTrainer:
     def accumulate_supervised(self, env: TaskEnv, indices: Sequence[int]) -> tuple[float, list[SequenceBatch]]:
         """Backward of the token-mean answer NLL (over the global batch's tokens) over this rank's
         micro-batches (no update). Returns the global loss and this rank's batches."""
-        loaded, dp = self._policy().loaded, self.dp
-        parts = dp.local_micro_batches(len(indices), self.settings.grad_accumulation, "a supervised batch")
-        batches = [supervised_batch(loaded, env, [indices[row] for row in part]) for part in parts]
+        loaded, dp, items = self._policy().loaded, self.dp, items_at(env, indices)
+        parts = dp.local_micro_batches(len(items), self.settings.grad_accumulation, "a supervised batch")
+        batches = [supervised_batch(loaded, env, [items[row] for row in part]) for part in parts]
         (total,) = dp.sum([sum(int(b.completion_mask[:, 1:].sum()) for b in batches)])
         loss = 0.0
         for batch in batches:
@@ -282,10 +285,13 @@ class RLTrainer:
         self.rollouts.close()
 
     def rl_step(self, env: TaskEnv, prompts: Sequence[int],
-                more_prompts: Callable[[int], Sequence[int]] | None = None) -> StepStats:
+                more_prompts: Callable[[int], Sequence[int]] | None = None,
+                next_prompts: Callable[[int], Sequence[int]] | None = None) -> StepStats:
         """Rollout ``group_size`` replies per prompt, grade them, then ``ppo_epochs`` x
         ``ppo_mini_batches`` updates (see the module docstring). With dynamic sampling,
-        ``more_prompts(r)`` gives sampling round r's prompts (``rl.step.rollout_rounds``)."""
+        ``more_prompts(r)`` gives sampling round r's prompts (``rl.step.rollout_rounds``). With one_step_off,
+        ``next_prompts`` are the next RL step's (r = 0: its prompts), sampled during this step's update
+        (``rl.step.rollout_ahead``); the next call must pass ``next_prompts(0)`` as its prompts."""
         if self.settings.kl_coef > 0 and self.reference is None:
             raise RuntimeError("rl_step with kl_coef > 0 needs a reference runtime")
         started = time.perf_counter()
@@ -295,8 +301,11 @@ class RLTrainer:
         off_policy = settings.rollout_mode == "one_step_off"
         sampling = (self._behaviour.sampling(loaded, env, self.state.step) if off_policy
                     else SamplingWeights(loaded, False, self.state.step))
-        rollout = step_rollout(sampling.loaded, env, prompts, settings, self.dp, self._sample_seed,
-                               self.rollouts.synced(loaded), more_prompts)
+        rollout = self._ahead.take(self.state.step, env, prompts) if sampling.off_policy else None
+        if rollout is None:  # not sampled during the previous update
+            rollout = step_rollout(sampling.loaded, env, prompts, settings, self.dp, self._sample_seed,
+                                   self.rollouts.synced(loaded), more_prompts)
+            self.rollouts.sleep()  # vllm_sleep_mode: the update has the device until the next sync
         share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each
         local_rows = share.rows(loaded.device)  # [b]
         completion = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L] replies (and env tokens)
@@ -320,31 +329,27 @@ class RLTrainer:
         in_reward = settings.kl_placement == "reward"
         rewards = token_rewards(outcomes.rewards, mask, kl if in_reward else None, settings.kl_coef,
                                 rollout.token_rewards(mask))  # [B, L]
-        estimate = self.algorithm.advantages(rewards, mask, rollout.indices, scores.values, settings.gamma,
+        estimate = self.algorithm.advantages(rewards, mask, rollout.group_ids, scores.values, settings.gamma,
                                              settings.gae_lambda)
         self.rollout_samples = rollout_samples(
-            env, loaded.tokenizer, self.state.step + 1,
-            sampled_rows(len(rollout.indices), settings.rollout_log_rate, settings.seed, self.state.step + 1)
-            if self.dp.is_main else [], rollout.indices, rollout.token_ids, lengths, mask, outcomes.rewards,
+            loaded.tokenizer, self.state.step + 1,
+            sampled_rows(len(rollout.prompts), settings.rollout_log_rate, settings.seed, self.state.step + 1)
+            if self.dp.is_main else [], rollout.items, rollout.token_ids, lengths, mask, outcomes.rewards,
             outcomes.correct, estimate.advantages, scores.logprob)  # the main rank's: it records them
         loss_mask = mask * ~outcomes.truncated[:, None] if settings.mask_truncated else mask  # [B, L]
         targets = Targets(old_logprob, estimate.advantages, estimate.returns, loss_mask,
                           None if in_reward else scores.ref_logprob, scores.values, is_weight)  # [B, L] each
         local = targets.rows(local_rows)  # [b, L] this rank's rows, at the global width
         minibatches = share.minibatches(rollout.batches, loss_mask)  # this rank's parts, the global minibatch mask
-        updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
-                   for parts, whole in minibatches]
+        ahead = (ahead_job(self._behaviour.sampling(loaded, env, self.state.step + 1).loaded, env, next_prompts,
+                           settings, self.dp, self.state.step + 1) if off_policy and next_prompts is not None else None)
+        with self._ahead.beside(ahead):  # the next step's rollout sampled while this step updates
+            updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
+                       for parts, whole in minibatches]
         skipped = any(update.skipped for update in updates)
         self._count_step(skipped, "the loss or gradient of an update")
         passes = [stats for update in updates for stats in update.passes]
-        groups = rollout.groups
-        extra = {"kl": float(masked_mean(kl, mask)) if kl is not None else None,
-                 "entropy": float(masked_mean(scores.entropy, mask)),
-                 **{name: self._token_mean(passes, name) for name in (
-                     "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")},
-                 "groups_sampled": groups.sampled, "groups_kept": groups.kept, "groups_dropped": groups.dropped,
-                 "groups_filled": groups.filled, "sampling_rounds": groups.rounds,
-                 "behaviour_step": sampling.behaviour_step}
+        extra = rl_step_extra(self.dp, kl, mask, scores.entropy, passes, rollout.groups, sampling.behaviour_step)
         if scores.values is not None:
             extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
@@ -360,14 +365,6 @@ class RLTrainer:
                extra: dict[str, float | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
         return step_stats(self.dp, self._policy().loaded.device, StepOutcome(
             self.state.step, phase, loss, outcomes, extra, grad_norm, self.learning_rate, skipped), batches, started)
-
-    def _token_mean(self, passes: list[LossStats], name: str) -> float | None:
-        """Statistic ``name`` averaged over every counted token of every rank's ``passes``."""
-        sums = token_weighted_sums(passes, name)
-        if sums is None:
-            return None
-        total, tokens = self.dp.sum(sums)
-        return total / tokens if tokens else None
 
     def _update(self, parts: list[tuple[SequenceBatch, slice]], targets: Targets, whole: torch.Tensor) -> Update:
         """One optimizer update over a minibatch: this rank's micro-batches (with their rows of

@@ -7,9 +7,15 @@ import dataclasses
 import pytest
 import torch
 
+from aerorl_ops.config.algorithms import ALGORITHM_DEFAULTS, ALGORITHMS, GROUP_ALGORITHMS
 from aerorl_ops.config.fields import ConfigError, checked, help_of
-from aerorl_ops.config.training import ALGORITHMS, KL_KINDS, LOSS_AGG_MODES, TRAINING_DEFAULTS, TrainingSettings
-from aerorl_ops.rl.core.algorithms import ALGORITHMS as ALGORITHM_OBJECTS
+from aerorl_ops.config.training import (
+    KL_KINDS,
+    LOSS_AGG_MODES,
+    TRAINING_DEFAULTS,
+    TrainingSettings,
+)
+from aerorl_ops.rl.core.algorithms import ESTIMATORS, GroupAlgorithm
 from aerorl_ops.rl.core.functional import AGGREGATORS, kl_penalty
 from aerorl_ops.rl.step.trainer import RLTrainer
 
@@ -39,26 +45,28 @@ def test_unset_settings_are_valid_and_take_the_algorithms_defaults():
                             "clip_high", "loss_agg_mode", "policy_loss", "dynamic_sampling", "overlong_buffer"))
     assert checked(TrainingSettings, "run config", "training", {"ppo_epochs": None}).ppo_epochs is None
     given = dataclasses.replace(TRAINING_DEFAULTS, algorithm="ppo")
-    ppo = RLTrainer(given)
+    ppo = RLTrainer(given.resolve())
     assert (given.ppo_epochs, given.entropy_coef, given.gamma) == (None, None, None)
     assert (ppo.settings.ppo_epochs, ppo.settings.entropy_coef, ppo.settings.gamma) == (4, 0.01, 0.99)  # the trainer's
     chosen = RLTrainer(dataclasses.replace(TRAINING_DEFAULTS, ppo_epochs=3, kl_kind="k2", clip_high=0.28,
-                                           loss_agg_mode="seq-mean-token-mean"))
+                                           loss_agg_mode="seq-mean-token-mean").resolve())
     assert (chosen.settings.ppo_epochs, chosen.settings.kl_kind, chosen.loss.clip_high, chosen.loss.agg_mode) == (
         3, "k2", 0.28, "seq-mean-token-mean")
 
 
 def test_the_named_choices_are_the_functional_cores():
     assert LOSS_AGG_MODES == tuple(AGGREGATORS)
-    assert ALGORITHMS == tuple(ALGORITHM_OBJECTS)
+    assert ALGORITHMS == tuple(ESTIMATORS)
+    assert GROUP_ALGORITHMS == tuple(name for name, estimator in ESTIMATORS.items()
+                                     if isinstance(estimator, GroupAlgorithm))
     logprob, ref = torch.tensor([[-1.0]]), torch.tensor([[-2.0]])
     for kind in KL_KINDS:
         assert kl_penalty(logprob, ref, kind).shape == (1, 1)
 
 
 def test_the_help_quotes_ppos_own_defaults():
-    """The help of an unset-by-default setting names ppo's default; the value itself lives in rl.core.algorithms."""
-    ppo = ALGORITHM_OBJECTS["ppo"].defaults
+    """The help of an unset-by-default setting names ppo's default; the value itself lives in config.algorithms."""
+    ppo = ALGORITHM_DEFAULTS["ppo"]
     for name in ("ppo_epochs", "entropy_coef", "gamma"):
         assert f"({getattr(ppo, name):g} for ppo" in help_of(TrainingSettings, name)
     assert f"({ppo.kl_placement} for reinforce_pp and ppo" in help_of(TrainingSettings, "kl_placement")

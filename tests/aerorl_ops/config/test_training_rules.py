@@ -25,13 +25,16 @@ GROUP_RULE = ("group_size must be >= 2 for grpo/dr_grpo/rloo/dapo/gspo (advantag
     ({"algorithm": "dr_grpo", "group_size": 1}, GROUP_RULE),
     ({"reference": "lora_base"}, "reference must be 'quantized' when lora_rank = 0 ('lora_base' is the LoRA policy "
      "with its adapters disabled: set lora_rank > 0), got 'lora_base'"),
-    ({"rollout_backend": "vllm", "nproc_per_node": 2}, 'rollout_backend = "vllm" needs nproc_per_node = 1, got 2 '
-     "training processes"),
+    ({"vllm_sleep_mode": True}, "vllm_sleep_mode = true puts the vLLM rollout engine to sleep during the update, but "
+     "rollout_backend = 'hf' has none: set rollout_backend = \"vllm\", or vllm_sleep_mode = false"),
     ({"cpu_offload": True}, 'cpu_offload = true needs sharding = "fsdp2" (it offloads the shards), got sharding = '
      "'none'"),
     ({"sharding": "fsdp2", "nproc_per_node": 2, "grad_accumulation": 2, "micro_batch_tokens": 200},
      'sharding = "fsdp2" cannot cut micro-batches by tokens yet (micro_batch_tokens = 200: the ranks would run '
      "different numbers of forward passes"),
+    ({"sharding": "fsdp2", "nnodes": 2, "grad_accumulation": 2, "micro_batch_tokens": 200},  # ranks on 2 nodes
+     'sharding = "fsdp2" cannot cut micro-batches by tokens yet'),
+    ({"rollout_mode": "one_step_off", "nnodes": 2}, 'rollout_mode = "one_step_off" needs nnodes = 1, got 2'),
 ])
 def test_check_rules_names_where_and_the_rule(changes, problem):
     settings = dataclasses.replace(TrainingSettings(), **changes)
@@ -43,9 +46,12 @@ def test_check_rules_names_where_and_the_rule(changes, problem):
 @pytest.mark.parametrize("changes", [
     {}, {"algorithm": "reinforce_pp", "group_size": 1}, {"reference": "lora_base", "lora_rank": 4},
     {"rollout_backend": "vllm"},
+    {"rollout_backend": "vllm", "nproc_per_node": 2, "grad_accumulation": 2, "vllm_sleep_mode": True},  # per rank
+    {"rollout_backend": "vllm", "nnodes": 2, "sharding": "fsdp2", "grad_accumulation": 2},
     {"sharding": "fsdp2", "nproc_per_node": 2, "cpu_offload": True, "gradient_checkpointing": True, "lora_rank": 4,
      "reference": "lora_base", "algorithm": "ppo", "freeze_vision_tower": True, "quant_bits": 4},
     {"sharding": "fsdp2", "micro_batch_tokens": 200},  # one process: nothing is sharded
+    {"nnodes": 2, "nproc_per_node": 2, "sharding": "fsdp2", "grad_accumulation": 4},
 ])
 def test_settings_that_keep_the_rules_pass(changes):
     settings = dataclasses.replace(TrainingSettings(), **changes)
@@ -84,3 +90,17 @@ def test_a_curriculum_of_known_types_builds_the_environments():
     train, held_out = training_environments(TrainingSettings(curriculum="50: colour,shape @ 0.75",
                                                              train_limit=64, eval_size=8), 0)
     assert (len(train), len(held_out)) == (64, 8)
+
+
+def test_the_ranks_in_all_are_the_nodes_times_their_processes():
+    assert (TrainingSettings().world_size, TrainingSettings(nnodes=3, nproc_per_node=2).world_size) == (1, 6)
+
+
+def test_a_kubernetes_launch_of_the_nodes_needs_an_image():
+    data = {"benchmark": {"batch_sizes": [1]}, "models": {"tiny": {"source": "embedded:tiny-qwen2-vl"}},
+            "training_launch": {"launcher": "k8s", "namespace": "train"}}
+    with pytest.raises(ConfigError, match=r'^bench\.toml: \[training_launch\] launcher = "k8s" needs image'):
+        parse_benchmark_config(data, "bench.toml")
+    data["training_launch"]["image"] = "reg/aerorl:1"
+    launch = parse_benchmark_config(data, "bench.toml").training_launch
+    assert (launch.launcher, launch.namespace, launch.image, launch.port) == ("k8s", "train", "reg/aerorl:1", 29500)

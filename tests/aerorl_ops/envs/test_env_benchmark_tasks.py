@@ -6,11 +6,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aerorl_ops.envs.benchmark_tasks import JSON_ANSWER_INSTRUCTION
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.reward_stack_grader import RewardStackGrader
-from aerorl_ops.envs.types import Completion, TaskItem
+from aerorl_ops.envs.types import Completion
+from aerorl_ops.generation.prompts import ANSWER_INSTRUCTION
 from aerorl_ops.rewards.stack import build_reward_stack
+from aerorl_ops.rows.task_item import TaskItem
 
 
 def test_synthetic_docvqa_items_carry_rows_and_the_json_prompt():
@@ -22,15 +23,15 @@ def test_synthetic_docvqa_items_carry_rows_and_the_json_prompt():
         "synthetic_docvqa-validation-s0-00000", "What is the phone number?",
         ("(212) 555-0116", "212-555-0116", "2125550116"), None)
     assert item.evidence_entities == ("(212) 555-0116", "Phone:")
-    _, observation = env.reset(0)
+    _, observation = env.reset(env.items[0])
     assert observation.messages == [{"role": "user", "content": [
-        {"type": "image"}, {"type": "text", "text": f"What is the phone number?\n{JSON_ANSWER_INSTRUCTION}"}]}]
+        {"type": "image"}, {"type": "text", "text": f"What is the phone number?\n{ANSWER_INSTRUCTION}"}]}]
     assert observation.images[0].size == (448, 448)
 
 
 def test_docvqa_reward_is_the_stack_total_and_correct_is_anls():
     env = make_env("docvqa", limit=1, seed=0)
-    state, _ = env.reset(0)
+    state, _ = env.reset(env.items[0])
 
     exact = env.step(state, Completion('{"answer": "(212) 555-0116"}', (4, 5)))
     close = env.step(state, Completion('{"answer": "(212) 555-011x"}'))
@@ -81,11 +82,11 @@ def test_chartqa_from_lmms_lab_file_with_types_and_rejections(lmms_chartqa):
 
 def test_chartqa_correct_is_relaxed_accuracy(lmms_chartqa):
     env = make_env("chartqa", files=[str(lmms_chartqa)], split="test", limit=2)
-    state, _ = env.reset(0)
+    state, _ = env.reset(env.items[0])
 
     within = env.step(state, Completion('{"answer": "48"}'))
     outside = env.step(state, Completion('{"answer": "50"}'))
-    text_state, _ = env.reset(1)
+    text_state, _ = env.reset(env.items[1])
     text = env.step(text_state, Completion('{"answer": "kenya"}'))
 
     assert (within.info.components["relaxed_accuracy"], within.info.correct) == (1.0, True)  # 2.1% off
@@ -120,9 +121,3 @@ def test_missing_file_is_named_and_synthetic_needs_a_count(tmp_path):
     with pytest.raises(ValueError, match="docvqa: synthetic rows need a count; pass limit="):
         make_env("docvqa")
 
-
-def test_instruction_is_the_benchmark_prompts():
-    # envs may not import generation; until the prompt moves below both, the two must not drift.
-    from aerorl_ops.generation.prompts import ANSWER_INSTRUCTION
-
-    assert JSON_ANSWER_INSTRUCTION == ANSWER_INSTRUCTION

@@ -9,10 +9,12 @@ import pytest
 
 MODULES = [
     "aerorl_ops.envs.base",
+    "aerorl_ops.envs.cached",
     "aerorl_ops.envs.easy_vqa",
     "aerorl_ops.text.exact_match",
     "aerorl_ops.envs.configured",
     "aerorl_ops.envs.image_paths",
+    "aerorl_ops.envs.item_envs",
     "aerorl_ops.envs.items",
     "aerorl_ops.envs.jsonl_task",
     "aerorl_ops.envs.messages",

@@ -66,14 +66,15 @@ def test_sampling_is_deterministic_and_seed_dependent():
 def test_observation_is_one_64px_image_and_the_question():
     env = make_env("easy_vqa", split="test", limit=5, seed=0)
 
-    state, observation = env.reset(4)
+    state, observation = env.reset(env.items[4])
 
-    assert (state.index, state.item_id, state.turn) == (4, "easy_vqa-test-8376", 0)
+    assert (state.item, state.item.item_id, state.turn) == (env.items[4], "easy_vqa-test-8376", 0)
     assert [(image.mode, image.size) for image in observation.images] == [("RGB", (64, 64))]
     assert observation.messages == [{"role": "user", "content": [
         {"type": "image"}, {"type": "text", "text": "what color is the shape?\nAnswer with one word."}]}]
     plain = make_env("easy_vqa", split="test", limit=5, seed=0, instruction="")
-    assert plain.reset(4)[1].messages[0]["content"][1] == {"type": "text", "text": "what color is the shape?"}
+    shown = plain.reset(plain.items[4])[1].messages[0]["content"][1]
+    assert shown == {"type": "text", "text": "what color is the shape?"}
 
 
 @pytest.mark.parametrize(("reply", "reward"), [
@@ -82,7 +83,7 @@ def test_observation_is_one_64px_image_and_the_question():
 ])
 def test_reward_is_exact_match_after_normalisation(reply, reward):
     env = make_env("easy_vqa", split="test", limit=5, seed=0)
-    state, _ = env.reset(4)
+    state, _ = env.reset(env.items[4])
 
     result = env.step(state, Completion(reply, (1, 2)))
 

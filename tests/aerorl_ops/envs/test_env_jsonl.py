@@ -60,7 +60,7 @@ def test_markers_place_images_and_instruction_follows(tiny_files):
 
     env = make_env("jsonl", path=str(path), instruction="Put the answer in \\boxed{}.", name="geometry")
 
-    _, observation = env.reset(0)
+    _, observation = env.reset(env.items[0])
     assert observation.messages == [{"role": "user", "content": [
         {"type": "image"}, {"type": "text", "text": "In the figure, what is BC?\nPut the answer in \\boxed{}."}]}]
     assert [image.size for image in observation.images] == [(2, 2)]
@@ -70,7 +70,7 @@ def test_markers_place_images_and_instruction_follows(tiny_files):
 
 def test_boxed_reply_is_graded_against_answer(tiny_files):
     env = make_env("jsonl", path=str(tiny_files.jsonl("geo.jsonl", maye_lines(tiny_files))))
-    state, _ = env.reset(1)
+    state, _ = env.reset(env.items[1])
 
     right = env.step(state, Completion("Thinking... so \\boxed{blue}", (5, 6, 7)))
     wrong = env.step(state, Completion("\\boxed{red}"))

@@ -50,8 +50,8 @@ def test_verl_rows_items_and_exact_rejections(tiny_files):
 def test_prompt_messages_keep_roles_and_place_images_at_markers(tiny_files):
     env = make_env("parquet", path=str(tiny_files.verl_parquet("g.parquet", verl_rows(tiny_files))))
 
-    _, first = env.reset(0)
-    _, second = env.reset(1)
+    _, first = env.reset(env.items[0])
+    _, second = env.reset(env.items[1])
 
     assert first.messages == [
         {"role": "system", "content": [{"type": "text", "text": "Think first."}]},
@@ -65,7 +65,7 @@ def test_prompt_messages_keep_roles_and_place_images_at_markers(tiny_files):
 
 def test_ground_truth_graded_by_exact_match(tiny_files):
     env = make_env("parquet", path=str(tiny_files.verl_parquet("g.parquet", verl_rows(tiny_files))))
-    state, _ = env.reset(0)
+    state, _ = env.reset(env.items[0])
 
     assert env.step(state, Completion("<think>x=3</think> \\boxed{3}")).info.correct is True
     assert env.step(state, Completion("\\boxed{3.0}")).reward == 1.0
@@ -120,7 +120,7 @@ def test_messages_render_through_the_qwen2_vl_chat_template(tiny_files):
     env = make_env("parquet", path=str(tiny_files.verl_parquet("g.parquet", verl_rows(tiny_files))))
     template = jinja2.Environment().from_string(QWEN2_VL_CHAT_TEMPLATE)
 
-    text = template.render(messages=env.reset(0)[1].messages, add_generation_prompt=True)
+    text = template.render(messages=env.reset(env.items[0])[1].messages, add_generation_prompt=True)
 
     assert text == ("<|im_start|>system\nThink first.<|im_end|>\n"
                     "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from aerorl_ops.envs.base import SingleTurnEnv, TaskEnv
+from aerorl_ops.envs.base import SingleTurnEnv, TaskEnv, items_at
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.registry import (
     ENVIRONMENTS,
@@ -12,7 +12,9 @@ from aerorl_ops.envs.registry import (
     make_env,
     register_env,
 )
-from aerorl_ops.envs.types import Completion, EpisodeState, TaskData, TaskItem
+from aerorl_ops.envs.types import Completion, EpisodeState
+from aerorl_ops.rows.load_result import LoadResult
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.text.exact_match import answers_match, last_boxed, normalize_answer, predicted_answer
 
 
@@ -39,7 +41,7 @@ def test_unknown_and_missing_settings_are_named():
 
 def _tiny_env(name: str = "tiny") -> SingleTurnEnv:
     item = TaskItem("t-0", name, "test", "mem", "Which?", ("B",), (), ())
-    return SingleTurnEnv(name, TaskData([item]), ExactMatchGrader())
+    return SingleTurnEnv(name, LoadResult([item]), ExactMatchGrader())
 
 
 def test_register_adds_a_factory_once():
@@ -55,27 +57,35 @@ def test_register_adds_a_factory_once():
 
 def test_single_turn_episode_ends_after_one_step_and_checks_its_state():
     env = _tiny_env()
+    (item,) = env.items
 
-    result = env.step(EpisodeState(0, "t-0"), Completion("b", (3,)))
+    state, _ = env.reset(item)
+    result = env.step(state, Completion("b", (3,)))
 
+    assert state == EpisodeState(item, turn=0)
     assert (result.reward, result.done, result.observation, result.state) == (1.0, True, None, None)
-    with pytest.raises(ValueError, match="already done"):
-        env.step(EpisodeState(0, "t-0", turn=1), Completion("b"))
-    with pytest.raises(ValueError, match="state is for item 'other'"):
-        env.step(EpisodeState(0, "other"), Completion("b"))
-    with pytest.raises(IndexError, match="index 1 is out of range; it holds 1 items"):
-        env.reset(1)
+    with pytest.raises(ValueError, match="episode on item 't-0' is already done"):
+        env.step(EpisodeState(item, turn=1), Completion("b"))
     assert repr(env) == "SingleTurnEnv('tiny', items=1, rejected=0)"
+
+
+def test_items_at_takes_each_index_once_and_names_the_environment_when_out_of_range():
+    env = _tiny_env()
+    (item,) = env.items
+
+    assert items_at(env, [0, 0]) == [item, item] and env.question_type(0) is None
+    with pytest.raises(IndexError, match="environment 'tiny': index 1 is out of range; it holds 1 items"):
+        items_at(env, [0, 1])
 
 
 def test_observation_messages_are_fresh_copies(tiny_files):
     item = TaskItem("t-0", "d", "test", "mem", "Q?", ("a",), (tiny_files.png(),),
                     ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Q?"}]},))
-    env = SingleTurnEnv("d", TaskData([item]), ExactMatchGrader())
+    env = SingleTurnEnv("d", LoadResult([item]), ExactMatchGrader())
 
-    _, first = env.reset(0)
+    _, first = env.reset(env.items[0])
     first.messages[0]["content"].append({"type": "text", "text": "edited"})
-    _, second = env.reset(0)
+    _, second = env.reset(env.items[0])
 
     assert len(second.messages[0]["content"]) == 2
 

@@ -9,12 +9,13 @@ import pytest
 
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.judge import JudgeSettings
-from aerorl_ops.envs.base import SingleTurnEnv
+from aerorl_ops.envs.base import SingleTurnEnv, items_at
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.judged import JudgedEnv, dataset_judge, judged_env
-from aerorl_ops.envs.types import TaskData, TaskItem
 from aerorl_ops.eval_runner.episodes import Replies, grade
 from aerorl_ops.rewards.judge import JudgeReply
+from aerorl_ops.rows.load_result import LoadResult
+from aerorl_ops.rows.task_item import TaskItem
 
 MESSAGES = ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What colour?"}]},)
 
@@ -35,7 +36,7 @@ class FakeJudge:
 def env() -> SingleTurnEnv:
     items = [TaskItem(f"q{i}", "demo", "train", "demo.jsonl", "What colour?", (answer,), (), MESSAGES)
              for i, answer in enumerate(("red", "blue", "green"))]
-    return SingleTurnEnv("demo", TaskData(items), ExactMatchGrader())
+    return SingleTurnEnv("demo", LoadResult(items), ExactMatchGrader())
 
 
 def replies(texts: list[str]) -> Replies:
@@ -51,7 +52,8 @@ def judged(judge: FakeJudge, weight: float = 0.5) -> JudgedEnv:
 
 def test_grade_adds_the_weighted_judge_score_to_each_reward_in_one_judge_call():
     judge = FakeJudge({"What colour?|red|red": "10", "What colour?|blue|navy": "6", "What colour?|green|???": "?"})
-    graded = grade(judged(judge), [0, 1, 2], replies(["red", "navy", "???"]), eos=[2])
+    environment = judged(judge)
+    graded = grade(environment, environment.items, replies(["red", "navy", "???"]), eos=[2])
     # exact match 1, 0, 0 plus .5 x (1.0, 0.6, failure score 0.1)
     assert graded.rewards.tolist() == pytest.approx([1.5, 0.3, 0.05])
     assert graded.correct.tolist() == [True, False, False]  # accuracy is the environment's alone
@@ -63,8 +65,8 @@ def test_grade_adds_the_weighted_judge_score_to_each_reward_in_one_judge_call():
 def test_the_tally_counts_failures_and_cache_hits_across_batches():
     judge = FakeJudge({"What colour?|red|red": "10", "What colour?|green|???": "?"})
     environment = judged(judge)
-    grade(environment, [0, 2], replies(["red", "???"]), eos=[2])
-    grade(environment, [0, 2], replies(["red", "???"]), eos=[2])
+    grade(environment, items_at(environment, [0, 2]), replies(["red", "???"]), eos=[2])
+    grade(environment, items_at(environment, [0, 2]), replies(["red", "???"]), eos=[2])
     tally = environment.tally
     assert (tally.graded, tally.failures, tally.timeouts, tally.cached, tally.calls) == (4, 2, 0, 2, 1)
 
@@ -73,7 +75,7 @@ def test_without_a_judge_the_environment_and_its_rewards_are_unchanged():
     plain = env()
     dataset = DatasetSettings("demo", "easy_vqa", "train", 3)
     assert judged_env(plain, dataset, JudgeSettings(model="x"), lambda key: pytest.fail("no judge loads")) is plain
-    graded = grade(plain, [0, 1], replies(["red", "navy"]), eos=[2])
+    graded = grade(plain, plain.items[:2], replies(["red", "navy"]), eos=[2])
     assert graded.rewards.tolist() == [1.0, 0.0] and "judge" not in graded.components
 
 

@@ -84,7 +84,7 @@ def test_the_same_seed_gives_the_same_responses_and_leaves_the_caller_state_alon
 def test_one_greedy_response_is_yes_then_eos(yes_vlm, env):
     from aerorl_ops.eval_runner.replies import encode_observations
 
-    inputs = encode_observations(yes_vlm, [env.reset(0)[1]])
+    inputs = encode_observations(yes_vlm, [env.reset(env.items[0])[1]])
     responses = sample_responses(yes_vlm, inputs, SETTINGS[2], max_new_tokens=4, seed=0)
     assert responses.texts == ["yes"] and responses.truncated == [False]
 

@@ -11,20 +11,20 @@ from PIL import Image
 
 from aerorl_ops.generation.batched import GenerationSettings, generate_batch, generate_rows
 from aerorl_ops.generation.prompts import chat_messages, user_prompt
-from aerorl_ops.rows import Row
+from aerorl_ops.rows import TaskItem
 
 SETTINGS = GenerationSettings(max_new_tokens=6)
 
 
-def small_image_row() -> Row:
+def small_image_row() -> TaskItem:
     buffer = io.BytesIO()
     Image.new("RGB", (120, 90), (30, 60, 90)).save(buffer, format="PNG")
-    return Row(sample_id="hand-made-120x90", dataset="docvqa", split="validation", question="What colour is it?",
-               answers=("blue",), image_bytes=buffer.getvalue(), source="test")
+    return TaskItem(item_id="hand-made-120x90", dataset="docvqa", split="validation", source="test",
+                    question="What colour is it?", answers=("blue",), images=(buffer.getvalue(),))
 
 
 @pytest.fixture(scope="module")
-def mixed_rows(few_rows) -> list[Row]:
+def mixed_rows(few_rows) -> list[TaskItem]:
     """Five rows of three image sizes (448x448 documents, 448x336 charts, one 120x90 image)."""
     return [few_rows[0], few_rows[3], small_image_row(), few_rows[1], few_rows[4]]
 
@@ -38,7 +38,7 @@ def test_greedy_answers_do_not_depend_on_batch_size(tiny_vlm, mixed_rows):
     one = generate_rows(tiny_vlm, mixed_rows, 1, SETTINGS)
     four = generate_rows(tiny_vlm, mixed_rows, 4, SETTINGS)
     assert [observable(s) for s in one] == [observable(s) for s in four]
-    assert [s.sample_id for s in four] == [r.sample_id for r in mixed_rows]
+    assert [s.sample_id for s in four] == [r.item_id for r in mixed_rows]
     assert [(s.batch_index, s.batch_size) for s in four] == [(0, 4)] * 4 + [(1, 1)]
     assert [(s.batch_index, s.batch_size) for s in one] == [(i, 1) for i in range(5)]
     assert all(1 <= s.generated_tokens <= SETTINGS.max_new_tokens for s in four)
@@ -49,7 +49,7 @@ def test_greedy_answers_do_not_depend_on_batch_size(tiny_vlm, mixed_rows):
 def test_left_padded_batch_scores_match_single_rows(tiny_vlm, mixed_rows):
     """The next-token logits of each row are the same alone and inside a padded batch."""
     processor, model = tiny_vlm.processor, tiny_vlm.model
-    images = [Image.open(io.BytesIO(r.image_bytes)).convert("RGB") for r in mixed_rows[:3]]
+    images = [Image.open(io.BytesIO(r.images[0])).convert("RGB") for r in mixed_rows[:3]]
     texts = [processor.apply_chat_template(chat_messages(r.question), add_generation_prompt=True, tokenize=False)
              for r in mixed_rows[:3]]
     with torch.inference_mode():

@@ -20,7 +20,7 @@ def test_greedy_batch_of_three_with_images(name, tiny_family_vlm, few_rows):
     samples = generate_rows(loaded, rows, batch_size=3, settings=settings)
     inputs = encode_prompts(loaded, rows)
     mask = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, name))  # [3, T]
-    assert [s.sample_id for s in samples] == [r.sample_id for r in rows]
+    assert [s.sample_id for s in samples] == [r.item_id for r in rows]
     for i, sample in enumerate(samples):
         assert (sample.batch_size, sample.batch_index) == (3, 0)
         assert 1 <= sample.generated_tokens <= MAX_NEW_TOKENS

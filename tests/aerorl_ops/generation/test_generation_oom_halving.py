@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from aerorl_ops.generation.batched import GeneratedSample, GenerationSettings, OutOfMemoryAtBatchOne, generate_rows
-from aerorl_ops.rows import Row
+from aerorl_ops.rows import TaskItem
 
 CPU_MODEL = SimpleNamespace(device=torch.device("cpu"))
 
 
-def rows(count: int) -> list[Row]:
-    return [Row(sample_id=f"s{i}", dataset="docvqa", split="validation", question=f"q{i}", answers=("a",),
-                image_bytes=b"png", source="test") for i in range(count)]
+def rows(count: int) -> list[TaskItem]:
+    return [TaskItem(item_id=f"s{i}", dataset="docvqa", split="validation", source="test", question=f"q{i}",
+                     answers=("a",), images=(b"png",)) for i in range(count)]
 
 
 class FakeGenerate:
@@ -28,12 +28,12 @@ class FakeGenerate:
         self.calls: list[tuple[list[str], str]] = []
 
     def __call__(self, loaded, chunk, settings, batch_index=0):
-        ids = [row.sample_id for row in chunk]
+        ids = [row.item_id for row in chunk]
         if len(chunk) > self.fits:
             self.calls.append((ids, "failed"))
             raise self.error
         self.calls.append((ids, "ok"))
-        return [GeneratedSample(sample_id=row.sample_id, prompt=row.question, response=f"answer {row.sample_id}",
+        return [GeneratedSample(sample_id=row.item_id, prompt=row.question, response=f"answer {row.item_id}",
                                 raw_response="", generated_tokens=1, prompt_text_tokens=1, vision_tokens=4,
                                 latency_ms=1.0, batch_latency_ms=1.0, batch_index=batch_index,
                                 batch_size=len(chunk)) for row in chunk]
@@ -66,9 +66,9 @@ def test_out_of_memory_later_in_the_run_names_that_sample():
     seen = []
 
     def fits_until_s2(loaded, chunk, settings, batch_index=0):
-        if chunk[0].sample_id == "s2":
+        if chunk[0].item_id == "s2":
             raise torch.OutOfMemoryError("CUDA out of memory")
-        seen.append([row.sample_id for row in chunk])
+        seen.append([row.item_id for row in chunk])
         return fake(loaded, chunk, settings, batch_index)
 
     with pytest.raises(OutOfMemoryAtBatchOne, match="'s2'"):

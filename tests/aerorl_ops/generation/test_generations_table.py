@@ -10,13 +10,13 @@ import pytest
 from aerorl_ops.generation.batched import GeneratedSample
 from aerorl_ops.generation.generations_table import GENERATION_SCHEMA, generations_table
 from aerorl_ops.generation.partition_run import PartitionStats, partition_stats, with_partition_stats
-from aerorl_ops.rows import Row
+from aerorl_ops.rows import TaskItem
 from aerorl_ops.telemetry import TelemetrySample, summarize
 
 
-def row(sample_id: str, answers: tuple[str, ...], evidence: tuple[str, ...] = ()) -> Row:
-    return Row(sample_id=sample_id, dataset="chartqa", split="validation", question="Q?", answers=answers,
-               image_bytes=sample_id.encode(), source="test", evidence_entities=evidence)
+def row(sample_id: str, answers: tuple[str, ...], evidence: tuple[str, ...] = ()) -> TaskItem:
+    return TaskItem(item_id=sample_id, dataset="chartqa", split="validation", source="test", question="Q?",
+                    answers=answers, images=(sample_id.encode(),), evidence_entities=evidence)
 
 
 def sample(sample_id: str, response: str) -> GeneratedSample:

@@ -78,7 +78,7 @@ def benchmark_rows():
     from aerorl_ops.envs.configured import dataset_rows
     from assets.project import benchmark_config
 
-    return [row for dataset in benchmark_config().benchmarked for row in dataset_rows(dataset).rows]
+    return [row for dataset in benchmark_config().benchmarked for row in dataset_rows(dataset).items]
 
 
 def test_greedy_vllm_equals_transformers_on_every_benchmark_row(tiny_vlm, tiny_model_dir, benchmark_rows,
@@ -107,7 +107,7 @@ def test_greedy_vllm_equals_transformers_on_every_benchmark_row(tiny_vlm, tiny_m
     for row, a, b in differing:
         hf_ids, vllm_ids = tokenizer.encode(a.raw_response), tokenizer.encode(b.raw_response)
         gap = logit_gap_at(tiny_vlm, row, hf_ids, vllm_ids)
-        assert abs(gap) <= LOGIT_TOLERANCE, (row.sample_id, a.raw_response, b.raw_response, gap)
+        assert abs(gap) <= LOGIT_TOLERANCE, (row.item_id, a.raw_response, b.raw_response, gap)
     assert len({a.raw_response for a in hf}) > 1  # the rows are not all answered alike
 
 

@@ -18,7 +18,8 @@ from aerorl_ops.generation.prompts import chat_messages
 from aerorl_ops.models import processor_files
 from aerorl_ops.models.image_only_processor import ImageOnlyProcessor
 from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor, load_vlm
-from aerorl_ops.models.tiny_families import FAMILIES, build_tiny_family, family
+from aerorl_ops.models.tiny_families import FAMILIES, family
+from aerorl_ops.models.tiny_family_build import build_tiny_family
 from aerorl_ops.models.vision_tokens import UnknownVisionTokensError, vision_token_ids, vision_token_mask
 
 TYPED_MASKS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "gemma3", "llava-onevision", "internvl", "glm4.1v",

@@ -28,12 +28,12 @@ def test_docvqa_rows_carry_ids_text_aliases_and_image(hub_files, file_format):
     result = load_docvqa_files([path], split="validation", limit=None)
 
     assert result.rejected == []
-    first, second = result.rows
-    assert (first.sample_id, second.sample_id) == ("docvqa-49153", "docvqa-49154")
+    first, second = result.items
+    assert (first.item_id, second.item_id) == ("docvqa-49153", "docvqa-49154")
     assert first.question == "What is the total?"
     assert first.answers == ("1,234", "1234")
     assert first.evidence_entities == ("1,234", "1234")
-    assert first.image_bytes == image
+    assert first.images[0] == image
     assert (first.dataset, first.split, first.source) == ("docvqa", "validation", str(path))
 
 
@@ -43,7 +43,7 @@ def test_docvqa_accepts_integer_question_ids(hub_files):
 
     result = load_docvqa_files([hub_files.write(table, "d.parquet")], split="validation")
 
-    assert [row.sample_id for row in result.rows] == ["docvqa-57344"]
+    assert [row.item_id for row in result.items] == ["docvqa-57344"]
 
 
 def test_chartqa_ids_count_across_shards_in_sorted_path_order(hub_files, file_format):
@@ -57,12 +57,12 @@ def test_chartqa_ids_count_across_shards_in_sorted_path_order(hub_files, file_fo
 
     result = load_chartqa_files([second, first], split="val")
 
-    assert [(row.sample_id, row.question, row.answers) for row in result.rows] == [
+    assert [(row.item_id, row.question, row.answers) for row in result.items] == [
         ("chartqa-val-0", "Q0", ("12",)),
         ("chartqa-val-1", "Q1", ("Yes",)),
         ("chartqa-val-2", "Q2", ("7",)),
     ]
-    assert [row.source for row in result.rows] == [str(first), str(first), str(second)]
+    assert [row.source for row in result.items] == [str(first), str(first), str(second)]
 
 
 def test_limit_counts_records_read(hub_files):
@@ -70,7 +70,7 @@ def test_limit_counts_records_read(hub_files):
 
     result = load_chartqa_files([path], split="val", limit=2)
 
-    assert [row.sample_id for row in result.rows] == ["chartqa-val-0", "chartqa-val-1"]
+    assert [row.item_id for row in result.items] == ["chartqa-val-0", "chartqa-val-1"]
     assert load_chartqa_files([path], split="val", limit=0).records_read == 0
     with pytest.raises(ValueError, match="limit"):
         load_chartqa_files([path], split="val", limit=-1)
@@ -108,12 +108,12 @@ def test_docvqa_test_split_without_answers(hub_files):
     )
 
     strict = load_docvqa_files([path], split="test")
-    assert strict.rows == []
+    assert strict.items == []
     reasons = [(rej.sample_id, rej.reason) for rej in strict.rejected]
     assert reasons == [("docvqa-1", "no answers"), ("docvqa-2", "no answers")]
 
     kept = load_docvqa_files([path], split="test", checks=RowChecks(allow_unanswered=True))
-    kept_rows = [(row.sample_id, row.answers, row.evidence_entities) for row in kept.rows]
+    kept_rows = [(row.item_id, row.answers, row.evidence_entities) for row in kept.items]
     assert kept_rows == [("docvqa-1", (), ()), ("docvqa-2", (), ())]
 
 
@@ -126,7 +126,7 @@ def test_file_without_answers_column_needs_allow_unanswered(hub_files):
     with pytest.raises(MissingColumnError, match="'answers'.*allow_unanswered"):
         load_docvqa_files([path], split="test")
     result = load_docvqa_files([path], split="test", checks=RowChecks(allow_unanswered=True))
-    assert [row.sample_id for row in result.rows] == ["docvqa-5"]
+    assert [row.item_id for row in result.items] == ["docvqa-5"]
 
 
 def test_duplicate_question_id_is_rejected_not_dropped(hub_files):
@@ -136,7 +136,7 @@ def test_duplicate_question_id_is_rejected_not_dropped(hub_files):
 
     result = load_docvqa_files([path], split="validation")
 
-    assert [row.question for row in result.rows] == ["Q?"]
+    assert [row.question for row in result.items] == ["Q?"]
     (rejected,) = result.rejected
     assert rejected.locator == f"{path}#row=1"
     assert rejected.reason == f"duplicate sample id (first seen at {path}#row=0)"
@@ -146,9 +146,9 @@ def test_dispatch_by_short_name_or_hub_id(hub_files):
     docvqa = hub_files.docvqa([hub_files.docvqa_record("3", "Q?", ["a"])])
     chartqa = hub_files.chartqa([hub_files.chartqa_record("Q", ["b"])])
 
-    assert load_dataset_files("docvqa", [docvqa], "validation").rows[0].sample_id == "docvqa-3"
-    assert load_dataset_files("lmms-lab/DocVQA", [docvqa], "validation").rows[0].sample_id == "docvqa-3"
-    assert load_dataset_files("HuggingFaceM4/ChartQA", [chartqa], "val").rows[0].sample_id == "chartqa-val-0"
+    assert load_dataset_files("docvqa", [docvqa], "validation").items[0].item_id == "docvqa-3"
+    assert load_dataset_files("lmms-lab/DocVQA", [docvqa], "validation").items[0].item_id == "docvqa-3"
+    assert load_dataset_files("HuggingFaceM4/ChartQA", [chartqa], "val").items[0].item_id == "chartqa-val-0"
     assert loader_for("CHARTQA").hub_id == "HuggingFaceM4/ChartQA"
     with pytest.raises(ValueError, match="unknown dataset 'textvqa'.*chartqa"):
         load_dataset_files("textvqa", [docvqa], "validation")

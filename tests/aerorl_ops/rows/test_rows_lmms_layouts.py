@@ -30,10 +30,10 @@ def test_lmms_chartqa_rows_and_types(hub_files, file_format):
     result = load_chartqa_files([path], split="test")
 
     assert result.rejected == []
-    first, second = result.rows
-    assert (first.sample_id, first.question, first.answers, first.image_bytes) == (
+    first, second = result.items
+    assert (first.item_id, first.question, first.answers, first.images[0]) == (
         "chartqa-test-0", "How many food items are shown in the bar graph?", ("14",), image)
-    assert (second.sample_id, second.answers, second.dataset, second.source) == (
+    assert (second.item_id, second.answers, second.dataset, second.source) == (
         "chartqa-test-1", ("103.7",), "chartqa", str(path))
     assert CHARTQA.question_types([path], "test") == {"chartqa-test-0": "human_test",
                                                       "chartqa-test-1": "augmented_test"}
@@ -52,7 +52,7 @@ def test_lmms_chartqa_bad_rows_are_rejected_with_reasons(hub_files):
 
     result = load_chartqa_files([second, path], split="test")
 
-    assert [row.sample_id for row in result.rows] == ["chartqa-test-0"]
+    assert [row.item_id for row in result.items] == ["chartqa-test-0"]
     assert [(row.locator, row.sample_id, row.reason) for row in result.rejected[:2]] == [
         (f"{path}#row=1", "chartqa-test-1", "no answers"),
         (f"{path}#row=2", "chartqa-test-2", "empty question"),
@@ -70,7 +70,7 @@ def test_limit_applies_to_rows_and_types_alike(hub_files):
 
     result = load_chartqa_files([path], split="test", limit=2)
 
-    assert [row.sample_id for row in result.rows] == ["chartqa-test-0", "chartqa-test-1"]
+    assert [row.item_id for row in result.items] == ["chartqa-test-0", "chartqa-test-1"]
     assert CHARTQA.question_types([path], "test", limit=2) == {"chartqa-test-0": "human_test",
                                                                 "chartqa-test-1": "human_test"}
 
@@ -81,8 +81,8 @@ def test_dispatch_by_hub_id_and_by_columns(hub_files):
 
     assert loader_for("lmms-lab/ChartQA") is LMMS_CHARTQA
     assert CHARTQA.layout_for([lmms]) is LMMS_CHARTQA and CHARTQA.layout_for([m4]) is CHARTQA
-    assert load_dataset_files("lmms-lab/ChartQA", [lmms], "test").rows[0].answers == ("7",)
-    assert load_dataset_files("chartqa", [m4], "val").rows[0].answers == ("7",)
+    assert load_dataset_files("lmms-lab/ChartQA", [lmms], "test").items[0].answers == ("7",)
+    assert load_dataset_files("chartqa", [m4], "val").items[0].answers == ("7",)
     assert CHARTQA.question_types([m4], "val") == {}
 
 
@@ -100,5 +100,5 @@ def test_lmms_lab_docvqa_layout_is_read(hub_files):
 
     result = load_docvqa_files([path], split="validation")
 
-    assert [(row.sample_id, row.answers) for row in result.rows] == [("docvqa-24581", ("1/8/93", "January 8, 1993"))]
+    assert [(row.item_id, row.answers) for row in result.items] == [("docvqa-24581", ("1/8/93", "January 8, 1993"))]
     assert loader_for("lmms-lab/DocVQA").question_types([path], "validation") == {}

@@ -7,17 +7,18 @@ import pytest
 from PIL import Image
 
 from aerorl_ops.rows import (
-    Row,
+    TaskItem,
+    image_sha256,
     synthetic_chartqa_rows,
     synthetic_chartqa_sample,
     synthetic_docvqa_rows,
     synthetic_docvqa_sample,
-    validate_row,
+    validate_item,
 )
 from aerorl_ops.rows.document_values import amount_value, date_value, random_phone
 from aerorl_ops.rows.drawing import font
 from aerorl_ops.rows.synthetic_charts import PercentFormat, TenthsFormat
-from aerorl_ops.rows.validation import RowCandidate
+from aerorl_ops.rows.validation import ItemCandidate
 
 GENERATORS = [synthetic_docvqa_rows, synthetic_chartqa_rows]
 
@@ -51,26 +52,26 @@ def test_chart_number_formats():
 def test_same_seed_gives_identical_rows_and_png_bytes(generate):
     first, again = generate(6, seed=11), generate(6, seed=11)
     assert first == again
-    assert [row.image_bytes for row in first] == [row.image_bytes for row in again]
+    assert [row.images[0] for row in first] == [row.images[0] for row in again]
     assert generate(3, seed=11) == first[:3]
 
 
 @pytest.mark.parametrize("generate", GENERATORS)
 def test_seed_and_split_change_the_rows(generate):
     base = generate(4, seed=1)
-    assert [row.image_sha256 for row in generate(4, seed=2)] != [row.image_sha256 for row in base]
+    assert [image_sha256(row.images[0]) for row in generate(4, seed=2)] != [image_sha256(row.images[0]) for row in base]
     test_rows = generate(4, seed=1, split="test")
     assert {row.split for row in test_rows} == {"test"}
-    assert not {row.sample_id for row in test_rows} & {row.sample_id for row in base}
+    assert not {row.item_id for row in test_rows} & {row.item_id for row in base}
 
 
 def test_ids_and_sources_name_the_generator():
     (doc,) = synthetic_docvqa_rows(1, seed=5)
     (chart,) = synthetic_chartqa_rows(1, seed=5)
-    assert (doc.sample_id, doc.dataset, doc.source) == (
+    assert (doc.item_id, doc.dataset, doc.source) == (
         "synthetic_docvqa-validation-s5-00000", "docvqa", "synthetic:documents@seed=5"
     )
-    assert (chart.sample_id, chart.dataset, chart.source) == (
+    assert (chart.item_id, chart.dataset, chart.source) == (
         "synthetic_chartqa-validation-s5-00000", "chartqa", "synthetic:charts@seed=5"
     )
 
@@ -78,9 +79,9 @@ def test_ids_and_sources_name_the_generator():
 def test_document_answer_and_evidence_are_drawn_on_the_image():
     for index in range(60):
         sample = synthetic_docvqa_sample(seed=3, index=index)
-        row = sample.row
-        assert row.answers[0] in sample.drawn_text, row.sample_id
-        assert set(row.evidence_entities) <= set(sample.drawn_text), row.sample_id
+        row = sample.item
+        assert row.answers[0] in sample.drawn_text, row.item_id
+        assert set(row.evidence_entities) <= set(sample.drawn_text), row.item_id
         assert row.evidence_entities[0] == row.answers[0]
         assert row.question.endswith("?")
 
@@ -94,16 +95,16 @@ def test_chart_answers_are_drawn_or_computed_from_drawn_values():
     kinds = set()
     for index in range(60):
         sample = synthetic_chartqa_sample(seed=3, index=index)
-        row = sample.row
-        assert set(row.evidence_entities) <= set(sample.drawn_text), row.sample_id
+        row = sample.item
+        assert set(row.evidence_entities) <= set(sample.drawn_text), row.item_id
         if row.question.startswith("What is the difference between"):
             kinds.add("difference")
             _, first_value, _, second_value = row.evidence_entities
             expected = abs(_shown_number(first_value) - _shown_number(second_value))
-            assert _shown_number(row.answers[0]) == expected, row.sample_id
+            assert _shown_number(row.answers[0]) == expected, row.item_id
         else:
             kinds.add("highest/lowest" if "est value" in row.question else "value")
-            assert row.answers[0] in sample.drawn_text, row.sample_id
+            assert row.answers[0] in sample.drawn_text, row.item_id
     assert kinds == {"difference", "highest/lowest", "value"}
 
 
@@ -111,7 +112,7 @@ def test_chart_extreme_question_names_the_right_label():
     asked = 0
     for index in range(60):
         sample = synthetic_chartqa_sample(seed=8, index=index)
-        row = sample.row
+        row = sample.item
         if "est value?" not in row.question:
             continue
         asked += 1
@@ -120,7 +121,7 @@ def test_chart_extreme_question_names_the_right_label():
         labels, shown = sample.drawn_text[1 : 1 + count], sample.drawn_text[1 + count :]
         pick = max if "highest" in row.question else min
         best_label, best_value = pick(zip(labels, shown, strict=True), key=lambda pair: _shown_number(pair[1]))
-        assert row.answers == (best_label,), row.sample_id
+        assert row.answers == (best_label,), row.item_id
         assert row.evidence_entities == (best_label, best_value)
     assert asked > 5
 
@@ -129,20 +130,20 @@ def test_images_have_the_promised_size_and_pass_row_checks():
     documents = [(row, (448, 448)) for row in synthetic_docvqa_rows(5, 0)]
     expected = documents + [(row, (448, 336)) for row in synthetic_chartqa_rows(5, 0)]
     for row, size in expected:
-        with Image.open(io.BytesIO(row.image_bytes)) as image:
+        with Image.open(io.BytesIO(row.images[0])) as image:
             assert (image.format, image.mode, image.size) == ("PNG", "RGB", size)
-        candidate = RowCandidate(
-            row.sample_id, row.dataset, row.split, row.source, row.sample_id,
-            row.question, row.answers, row.image_bytes, row.evidence_entities,
+        candidate = ItemCandidate(
+            row.item_id, row.dataset, row.split, row.source, row.item_id,
+            row.question, row.answers, row.images, evidence_entities=row.evidence_entities,
         )
-        assert validate_row(candidate) == row
+        assert validate_item(candidate) == row
 
 
 def test_example_pngs_can_be_saved(tmp_path):
     doc = synthetic_docvqa_rows(1, seed=0)[0]
     chart = synthetic_chartqa_rows(1, seed=0)[0]
     for row in (doc, chart):
-        (tmp_path / f"{row.sample_id}.png").write_bytes(row.image_bytes)
+        (tmp_path / f"{row.item_id}.png").write_bytes(row.images[0])
     saved = sorted(path.name for path in tmp_path.glob("*.png"))
     assert saved == ["synthetic_chartqa-validation-s0-00000.png", "synthetic_docvqa-validation-s0-00000.png"]
     with Image.open(tmp_path / saved[1]) as image:
@@ -163,5 +164,5 @@ def test_negative_count_is_refused():
 @pytest.mark.parametrize("generate", GENERATORS)
 def test_hundred_rows_have_unique_ids(generate):
     rows = generate(100, seed=0)
-    assert len({row.sample_id for row in rows}) == 100
-    assert all(isinstance(row, Row) for row in rows)
+    assert len({row.item_id for row in rows}) == 100
+    assert all(isinstance(row, TaskItem) for row in rows)

@@ -71,3 +71,11 @@ def test_other_prices_reprice_the_whole_ledger_and_a_bad_price_is_refused(conn):
     assert conn.execute("SELECT sum(cost) FROM cost_ledger WHERE device_kind = 'gpu'").fetchone()[0] == 0.0
     with pytest.raises(ValueError, match="a price must be a finite number >= 0"):
         create_cost_views(conn, CostSettings(cpu_core_hour=float("nan")))
+
+
+def test_a_run_on_several_nodes_counts_every_node_s_ranks(conn):
+    conn.execute("INSERT INTO training_runs (run_id, env, base_model, config, telemetry) VALUES (?, ?, ?, ?, ?)",
+                 ["rl-2", "easy_vqa", "tiny", json.dumps({"nproc_per_node": 2, "nnodes": 3}),
+                  json.dumps({"sampling_duration_s": 10.0, "peak_memory_source": "torch_cuda"})])
+    assert conn.execute("SELECT device_kind, device_seconds FROM cost_ledger WHERE run_id = 'rl-2'").fetchall() == [
+        ("gpu", 60.0)]  # 10 s x 2 ranks x 3 nodes, one GPU each

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from aerorl_ops.config.benchmark import ConfigError
-from aerorl_ops.rows import rows_to_table
+from aerorl_ops.rows import items_to_table
 from assets.benchmark.reports import input_hashes, with_key
 from assets.project import benchmark_config
 from assets.settings_config import reward_config_class, reward_settings
@@ -22,14 +22,14 @@ def test_with_key_adds_the_partition_columns():
 
 
 def test_input_hashes_follow_answers_not_questions(few_rows):
-    docs, charts = rows_to_table(few_rows[:3]), rows_to_table(few_rows[3:])
+    docs, charts = items_to_table(few_rows[:3]), items_to_table(few_rows[3:])
     hashes = input_hashes({"docvqa_rows": docs, "chartqa_rows": charts})
     assert set(hashes) == {"docvqa_rows", "chartqa_rows"} and hashes == input_hashes(
         {"chartqa_rows": charts, "docvqa_rows": docs})
     reworded = [dataclasses.replace(few_rows[0], question="Something else?")] + list(few_rows[1:3])
-    assert input_hashes({"docvqa_rows": rows_to_table(reworded), "chartqa_rows": charts}) == hashes
+    assert input_hashes({"docvqa_rows": items_to_table(reworded), "chartqa_rows": charts}) == hashes
     reanswered = [dataclasses.replace(few_rows[0], answers=("other",))] + list(few_rows[1:3])
-    changed = input_hashes({"docvqa_rows": rows_to_table(reanswered), "chartqa_rows": charts})
+    changed = input_hashes({"docvqa_rows": items_to_table(reanswered), "chartqa_rows": charts})
     assert changed["docvqa_rows"] != hashes["docvqa_rows"] and changed["chartqa_rows"] == hashes["chartqa_rows"]
 
 

@@ -20,13 +20,13 @@ DOCVQA = DatasetSettings("docvqa", kind="docvqa", split="validation", limit=3, s
 
 def test_synthetic_rows_follow_limit_and_seed():
     result = load_rows(CHARTQA, DatasetRowsConfig(limit=2, seed=5, split="test"))
-    assert [(r.dataset, r.split) for r in result.rows] == [("chartqa", "test")] * 2
+    assert [(r.dataset, r.split) for r in result.items] == [("chartqa", "test")] * 2
     assert not result.rejected
     default = load_rows(DOCVQA, DatasetRowsConfig())  # the table's limit, split and seed
-    assert [(r.dataset, r.split) for r in default.rows] == [("docvqa", "validation")] * 3
+    assert [(r.dataset, r.split) for r in default.items] == [("docvqa", "validation")] * 3
     seeded_7 = DatasetSettings("docvqa", kind="docvqa", split="validation", limit=3, seed=7)
-    assert load_rows(seeded_7, DatasetRowsConfig(seed=0)).rows == default.rows  # a run's seed 0 is honoured
-    assert load_rows(seeded_7, DatasetRowsConfig()).rows != default.rows  # the table's seed 7 is used
+    assert load_rows(seeded_7, DatasetRowsConfig(seed=0)).items == default.items  # a run's seed 0 is honoured
+    assert load_rows(seeded_7, DatasetRowsConfig()).items != default.items  # the table's seed 7 is used
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -49,7 +49,7 @@ def test_a_runs_overrides_keep_the_datasets_image_roots(tmp_path):
     dataset = DatasetSettings("mine", kind="jsonl", split="test", limit=1, path=str(path),
                               image_roots=(str(tmp_path / "images"),))
     result = load_rows(dataset, DatasetRowsConfig(limit=5))
-    assert [row.sample_id for row in result.rows] == ["a"] and not result.rejected
+    assert [row.item_id for row in result.items] == ["a"] and not result.rejected
 
 
 def test_a_dataset_with_no_usable_row_fails_and_still_records_every_rejection(tmp_path):

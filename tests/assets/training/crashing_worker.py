@@ -10,10 +10,10 @@ CRASH = "rank 1 failed on purpose at its first RL step"
 real_rl_step = RLTrainer.rl_step
 
 
-def crashing_rl_step(self, env, prompts, more_prompts=None):
+def crashing_rl_step(self, *args, **kwargs):
     if self.dp.rank == 1:
         raise RuntimeError(CRASH)
-    return real_rl_step(self, env, prompts, more_prompts)
+    return real_rl_step(self, *args, **kwargs)
 
 
 if __name__ == "__main__":

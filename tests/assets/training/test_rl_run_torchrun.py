@@ -106,7 +106,7 @@ def test_a_batch_the_ranks_cannot_share_fails_before_any_rank_starts(dagster_env
     monkeypatch.setattr(torchrun, "torchrun_command", lambda *args: pytest.fail("torchrun was launched"))
     result = run_job(dagster_env, "never-started", grad_accumulation=3)
     assert not result.success
-    assert "ValueError: grad_accumulation (3) must be a multiple of nproc_per_node (2)" in (
+    assert "ValueError: grad_accumulation (3) must be a multiple of nproc_per_node x nnodes (2)" in (
         result.failure_data_for_node("rl_run").error.cause.message)
 
 
@@ -127,6 +127,7 @@ def test_another_rank_only_trains_and_writes_nothing(dagster_env, monkeypatch):
 def test_the_launch_settings_leave_the_run_id_as_it_was():
     TrainingConfig = training_config_class(benchmark_config(BENCHMARK_CONFIG_PATH).training)
     assert TrainingConfig(nproc_per_node=4, dist_timeout_s=60).run_id() == TrainingConfig().run_id()
+    assert TrainingConfig(nnodes=3, nproc_per_node=2).run_id() == TrainingConfig().run_id()
     assert TrainingConfig(nproc_per_node=2, sharding="fsdp2", cpu_offload=True,
                           gradient_checkpointing=True).run_id() == TrainingConfig().run_id()
 

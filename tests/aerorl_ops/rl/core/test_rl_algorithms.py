@@ -1,16 +1,11 @@
-"""The algorithms are configurations of the functional core: hand-computed tiny tensors."""
+"""The algorithms' estimators on the functional core: hand-computed tiny tensors (their settings' defaults:
+``tests/aerorl_ops/config/test_recipe.py``)."""
 
 import pytest
 import torch
 
-from aerorl_ops.rl.core.algorithms import (
-    ALGORITHMS,
-    AlgorithmSettings,
-    build_algorithm,
-    outcome_token_rewards,
-    resolve_settings,
-    token_rewards,
-)
+from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.rl.core.algorithms import build_algorithm, outcome_token_rewards, token_rewards
 from aerorl_ops.rl.core.functional import kl_penalty
 
 
@@ -37,7 +32,7 @@ def test_reinforce_pp_folds_k1_kl_into_the_reward():
     mask = torch.ones(2, 1)
     logprob, ref = torch.tensor([[-1.0], [-1.0]]), torch.tensor([[-2.0], [-1.0]])
     algorithm = build_algorithm("reinforce_pp")
-    settings = resolve_settings(algorithm.defaults, {})
+    settings = TrainingSettings(algorithm="reinforce_pp").resolve()
     assert (settings.kl_placement, settings.kl_kind, settings.gamma) == ("reward", "k1", 1.0)
     # token rewards: 1 - 0.5 * 1 = 0.5 and 0 - 0 = 0; whitened: +-(0.25 / std), std = unbiased of (0.5, 0)
     rewards = token_rewards(torch.tensor([1.0, 0.0]), mask, kl_penalty(logprob, ref, settings.kl_kind), 0.5)
@@ -66,36 +61,7 @@ def test_ppo_uses_gae_on_the_values():
         build_algorithm("ppo").advantages(rewards, mask, [0, 1], None, 0.5, 1.0)
 
 
-def test_unset_settings_take_the_algorithms_defaults_and_set_ones_win():
-    assert resolve_settings(ALGORITHMS["grpo"].defaults, {"ppo_epochs": None}) == AlgorithmSettings(kl_kind="k3")
-    ppo = resolve_settings(ALGORITHMS["ppo"].defaults, {"kl_kind": None, "entropy_coef": None})
-    assert ppo == AlgorithmSettings("reward", "k1", ppo_epochs=4, entropy_coef=0.01, gamma=0.99)
-    chosen = resolve_settings(ALGORITHMS["ppo"].defaults, {"kl_placement": "loss", "ppo_epochs": 1,
-                                                           "entropy_coef": 0.0})
-    assert (chosen.kl_placement, chosen.kl_kind, chosen.ppo_epochs, chosen.entropy_coef) == ("loss", "k3", 1, 0.0)
-
-
 def test_an_unknown_algorithm_lists_the_known_ones():
     with pytest.raises(ValueError, match="grpo, dr_grpo, rloo, reinforce_pp, ppo"):
         build_algorithm("ppo2")
 
-
-def test_dapo_and_gspo_are_the_papers_settings_and_set_ones_win():
-    from aerorl_ops.config.training import TrainingSettings
-    from aerorl_ops.rl.core.algorithms import resolved_settings
-
-    def chosen(settings, *names):
-        return tuple(getattr(settings, name) for name in names)
-
-    names = ("policy_loss", "clip_low", "clip_high", "loss_agg_mode", "kl_coef", "dynamic_sampling", "overlong_buffer")
-    assert chosen(resolved_settings(TrainingSettings()), *names) == ("ppo", 0.2, 0.2, "token-mean", 0.04, False, 0)
-    # DAPO: clip-higher, token-mean, dynamic sampling, the overlong buffer a fifth of the reply (20 of 100), no KL
-    assert chosen(resolved_settings(TrainingSettings(algorithm="dapo", max_new_tokens=100)), *names) == (
-        "ppo", 0.2, 0.28, "token-mean", 0.0, True, 20)
-    assert resolved_settings(TrainingSettings(algorithm="dapo", max_new_tokens=3)).overlong_buffer == 1  # at least 1
-    assert chosen(resolved_settings(TrainingSettings(algorithm="gspo")), *names) == (
-        "gspo", 3e-4, 4e-4, "seq-mean-token-mean", 0.0, False, 0)
-    mine = resolved_settings(TrainingSettings(algorithm="dapo", clip_high=0.3, kl_coef=0.01, dynamic_sampling=False,
-                                              overlong_buffer=0, policy_loss="cispo"))
-    assert chosen(mine, *names) == ("cispo", 0.2, 0.3, "token-mean", 0.01, False, 0)
-    assert resolved_settings(mine) == mine  # resolving twice changes nothing

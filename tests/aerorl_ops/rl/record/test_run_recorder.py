@@ -48,7 +48,7 @@ def rows(database, sql: str) -> list[tuple]:
 
 
 def record(run_id: str, started_at: datetime = START) -> TrainingRunRecord:
-    return TrainingRunRecord.started(run_id, "/models/tiny", SETTINGS, started_at)
+    return TrainingRunRecord.started(run_id, "/models/tiny", SETTINGS.resolve(), started_at)
 
 
 def test_rows_are_upserted_by_key_and_a_resumed_run_keeps_its_start(tmp_path):
@@ -93,7 +93,7 @@ def test_a_jsonl_training_datasets_rejected_rows_are_stored_and_counted(tiny_mod
     recorder = RunRecorder(partial(duckdb.connect, str(tmp_path / "t.duckdb")), "jsonl-run")
 
     def train(reporter):
-        return TrainingRun(str(tiny_model_dir), tmp_path / "run", SETTINGS, train_env, held_out, [0, 1],
+        return TrainingRun(str(tiny_model_dir), tmp_path / "run", SETTINGS.resolve(), train_env, held_out, [0, 1],
                            device="cpu", resume=False, reporter=reporter).run()
 
     with caplog.at_level(logging.INFO, logger="recorder-test"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import Recipe, TrainingSettings
 from aerorl_ops.rl.record.result import TrainingResult
 from aerorl_ops.rl.record.rows import TrainingRunRecord, step_rows
 from aerorl_ops.rl.step.stats import StepStats
@@ -19,7 +19,7 @@ from aerorl_ops.telemetry import TelemetrySample, summarize
 
 
 def test_a_finished_run_becomes_one_record():
-    settings = TrainingSettings(quant_bits=4, algorithm="grpo", warmup_steps=5, steps=3)
+    settings = TrainingSettings(quant_bits=4, algorithm="grpo", warmup_steps=5, steps=3).resolve()
     result = TrainingResult(Path("runs/r"), final_checkpoint=Path("runs/r/step-8"), reference_source="runs/r/warmup",
                             resumed_from_step=6)
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1,
@@ -28,15 +28,15 @@ def test_a_finished_run_becomes_one_record():
     record = TrainingRunRecord.of("r", "/models/tiny", settings, result, started, finished, telemetry)
     assert dataclasses.astuple(record)[:14] == ("r", "/models/tiny", "easy_vqa", "grpo", 4, "bitsandbytes-nf4",
                                                 "runs/r/warmup", False, "runs/r/step-8", 8, 6, None, None, None)
-    assert json.loads(record.config) == dataclasses.asdict(settings)  # one copy of the settings, nothing else
-    assert TrainingSettings(**json.loads(record.config)) == settings
+    assert json.loads(record.config) == dataclasses.asdict(settings)  # one copy of the recipe, nothing else
+    assert Recipe(**json.loads(record.config)) == settings
     assert (record.started_at, record.finished_at) == (started, finished)
     assert json.loads(record.telemetry) == telemetry.as_record()
     assert record.reference_unquantized is None  # no quantized reference loaded
 
 
 def test_a_run_records_the_layers_its_quantized_reference_kept_in_full_precision():
-    settings = TrainingSettings(quant_bits=8)
+    settings = TrainingSettings(quant_bits=8).resolve()
     result = TrainingResult(Path("runs/r"), final_checkpoint=Path("runs/r/step-2"), reference_source="runs/r/warmup",
                             reference_loaded=True,
                             reference_unquantized=("model.multi_modal_projector.linear_1", "lm_head"))

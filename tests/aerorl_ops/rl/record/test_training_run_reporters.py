@@ -58,7 +58,7 @@ def envs():
 
 def run(model_dir, folder, envs, reporter):
     train_env, held_out = envs
-    return TrainingRun(str(model_dir), folder, SETTINGS, train_env, held_out, range(4), device="cpu",
+    return TrainingRun(str(model_dir), folder, SETTINGS.resolve(), train_env, held_out, range(4), device="cpu",
                        reporter=reporter).run()
 
 
@@ -77,7 +77,7 @@ def test_a_reporter_hears_the_resume_then_each_step_and_evaluation_in_order(tiny
 
 def test_a_rank_other_than_the_main_one_trains_and_reports_nothing(tiny_model_dir, envs, tmp_path):
     events = Events()
-    training = TrainingRun(str(tiny_model_dir), tmp_path / "run", SETTINGS, *envs, range(4), device="cpu",
+    training = TrainingRun(str(tiny_model_dir), tmp_path / "run", SETTINGS.resolve(), *envs, range(4), device="cpu",
                            dp=NotMain(), reporter=events)
     assert training.reporter is NULL_REPORTER
     result = training.run()

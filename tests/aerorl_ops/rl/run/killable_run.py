@@ -49,14 +49,14 @@ def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: int 
     held_out = make_env("easy_vqa", split="test", limit=EVAL_ITEMS, seed=0)
 
     def train_run(reporter: RunReporter) -> TrainingResult:
-        return TrainingRun(model_dir, run_dir, SETTINGS, train_env, held_out, range(EVAL_ITEMS), device="cpu",
+        return TrainingRun(model_dir, run_dir, SETTINGS.resolve(), train_env, held_out, range(EVAL_ITEMS), device="cpu",
                            reporter=reporter).run()
 
     def kill(stats: StepStats) -> None:
         if stats.step == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    record = TrainingRunRecord.started(RUN_ID, model_dir, SETTINGS, datetime.now(UTC))
+    record = TrainingRunRecord.started(RUN_ID, model_dir, SETTINGS.resolve(), datetime.now(UTC))
     return record_training(RunRecorder(partial(duckdb.connect, str(database)), RUN_ID), record, train or train_run,
                            [], LOG, reporters=lambda: CallbackReporter(step=kill))
 

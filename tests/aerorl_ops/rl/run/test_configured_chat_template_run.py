@@ -67,7 +67,7 @@ def test_a_configured_chat_template_renders_a_run_s_prompts_and_its_checkpoints(
     assert rendered and all(prompt.startswith("<image>answer en ") for prompt in rendered), rendered
 
     env = make_env("easy_vqa", split="train", limit=2, seed=1)
-    messages = observe_all(env, [0])[0].messages
+    messages = observe_all(env, env.items[:1])[0].messages
     question = messages[-1]["content"][-1]["text"]
     own = load_processor(ModelSource(str(folder)))  # the default it would have had: PaliGemma's own format
     assert own.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == f"<image>{question}"
@@ -79,7 +79,8 @@ def test_a_configured_chat_template_renders_a_run_s_prompts_and_its_checkpoints(
         assert processor.chat_template == TEMPLATE
         prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         assert prompt == f"<image>answer en {question}"
-        ids = processor(text=[prompt], images=[observe_all(env, [0])[0].images], return_tensors="pt")["input_ids"]
+        images = observe_all(env, env.items[:1])[0].images
+        ids = processor(text=[prompt], images=[images], return_tensors="pt")["input_ids"]
         prefix = processor.tokenizer.encode("answer en", add_special_tokens=False)
         row = ids[0].tolist()
         assert any(row[i:i + len(prefix)] == prefix for i in range(len(row))), row

@@ -68,7 +68,7 @@ def test_a_tiny_run_writes_accuracy_per_type_and_the_prior(tiny_model_dir, envs,
     assert rl.kl is not None and rl.kl >= 0 and rl.accuracy is not None and 0 <= rl.response_clip_ratio <= 1
     when = datetime(2026, 1, 1, tzinfo=UTC)
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
-    record = TrainingRunRecord.of("r1", str(tiny_model_dir), SETTINGS, result, when, when, telemetry)
+    record = TrainingRunRecord.of("r1", str(tiny_model_dir), SETTINGS.resolve(), result, when, when, telemetry)
     record_all(tmp_path / "t.duckdb", record, result)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
         evals = conn.execute("SELECT phase, accuracy, n FROM training_evals ORDER BY step, phase").fetchall()
@@ -110,7 +110,7 @@ def test_grad_accumulation_equals_one_big_batch(tiny_model_dir, envs):
     for accumulation in (1, 3):
         config = TrainingSettings(grad_accumulation=accumulation, kl_coef=0.0, group_size=2)
         policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-        trainer = RLTrainer(config, policy)
+        trainer = RLTrainer(config.resolve(), policy)
         trainer.optimizer.zero_grad(set_to_none=True)
         trainer.accumulate_supervised(train_env, indices)
         grads.append({n: p.grad.clone() for n, p in policy.loaded.model.named_parameters() if p.grad is not None})
@@ -122,7 +122,7 @@ def test_nonfinite_steps_are_skipped_then_the_run_stops(tiny_model_dir, envs):
     train_env, _ = envs
     config = TrainingSettings(kl_coef=0.0, group_size=2, max_nonfinite_steps=2)
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-    trainer = RLTrainer(config, policy)
+    trainer = RLTrainer(config.resolve(), policy)
     head = policy.loaded.model.get_output_embeddings().weight
     saved = head.detach().clone()
     with torch.no_grad():
@@ -192,7 +192,7 @@ def test_sampled_evaluations_during_training_land_in_the_eval_tables(tiny_model_
     assert all(s.outcome.indices == (0, 1, 2) for s in result.sampled)
     when = datetime(2026, 1, 1, tzinfo=UTC)
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
-    record = TrainingRunRecord.of("r2", str(tiny_model_dir), settings, result, when, when, telemetry)
+    record = TrainingRunRecord.of("r2", str(tiny_model_dir), settings.resolve(), result, when, when, telemetry)
     record_all(tmp_path / "t.duckdb", record, result)
     with duckdb.connect(str(tmp_path / "t.duckdb")) as conn:
         runs = conn.execute("SELECT eval_id, training_run_id, step, split, questions FROM eval_runs "

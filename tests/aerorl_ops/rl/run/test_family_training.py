@@ -17,6 +17,7 @@ from transformers import AutoConfig
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.base import items_at
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
@@ -24,7 +25,8 @@ from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, generat
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.family_parts import family_parts, part_of, part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.models.tiny_families import FAMILIES, random_init_model
+from aerorl_ops.models.tiny_families import FAMILIES
+from aerorl_ops.models.tiny_family_build import random_init_model
 from aerorl_ops.rl.run.phases import run_training
 from aerorl_ops.rl.runtime.lora import ADAPTER_DIR, lora_config, lora_layers
 from aerorl_ops.rl.runtime.policy import REFERENCE_QUANTIZATIONS, policy_and_reference
@@ -101,7 +103,7 @@ def three_layer_vlm(tiny_family_dir, tmp_path_factory):
 def scored_and_generated(loaded, env, drop: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The trainer's log-probs of what ``generate`` replied to two prompts (``drop``: an input left out
     of the trainer's batch), and ``generate``'s own: [N] each."""
-    inputs = encode_observations(loaded, observe_all(env, [0, 1]))
+    inputs = encode_observations(loaded, observe_all(env, items_at(env, [0, 1])))
     tokens, expected = generated_with_logprobs(loaded, inputs)
     batch = append_completions(inputs, tokens, loaded)
     assert set(inputs) - {"labels"} <= set(batch.inputs)  # every processor input reaches the model
@@ -123,7 +125,7 @@ def test_what_the_trainer_would_get_wrong_with_a_dropped_input(three_layer_vlm, 
     """What the test above catches. Gemma 3's image tokens attend to each other both ways only with
     ``token_type_ids``, which the old allow-list dropped; LLaVA-OneVision needs ``image_sizes``."""
     loaded = three_layer_vlm("gemma3")
-    inputs = encode_observations(loaded, observe_all(env, [0]))
+    inputs = encode_observations(loaded, observe_all(env, items_at(env, [0])))
     batch = append_completions(inputs, [[5, 6]], loaded)
     assert batch.inputs["token_type_ids"][0, -2:].tolist() == [0, 0]  # completion tokens are text
     scored, expected = scored_and_generated(loaded, env, drop="token_type_ids")
@@ -147,8 +149,8 @@ def two_completions(loaded, env):
     words = loaded.tokenizer.encode(" the red circle is", add_special_tokens=False)[:4]
     other = loaded.tokenizer.encode(" blue", add_special_tokens=False)[0]
     assert len(words) == 4 and other != words[-1]
-    return append_completions(encode_observations(loaded, observe_all(env, [0, 0])), [words, words[:-1] + [other]],
-                              loaded)
+    return append_completions(encode_observations(loaded, observe_all(env, items_at(env, [0, 0]))),
+                              [words, words[:-1] + [other]], loaded)
 
 
 def assert_causal(loaded, env) -> None:
@@ -186,13 +188,13 @@ def test_paligemma_with_a_configured_chat_template_is_causal_and_ends_its_turn_a
                 "{% endfor %}")
     loaded = load_vlm(ModelSource(str(tiny_family_dir("paligemma")), chat_template=template), torch.device("cpu"))
     assert_causal(loaded, env)
-    batch = supervised_batch(loaded, env, [0])
+    batch = supervised_batch(loaded, env, items_at(env, [0]))
     assert batch.input_ids[0][batch.completion_mask[0]].tolist()[-1] == loaded.tokenizer.pad_token_id
 
 
 def test_llama_3_2_vision_s_completion_attends_to_the_last_prompt_token_s_images(tiny_family_vlm, env):
     loaded = tiny_family_vlm("mllama")
-    inputs = encode_observations(loaded, observe_all(env, [0, 1]))
+    inputs = encode_observations(loaded, observe_all(env, items_at(env, [0, 1])))
     batch = append_completions(inputs, [[5, 6, 7], [5]], loaded)
     mask, prompt = batch.inputs["cross_attention_mask"], inputs["input_ids"].shape[1]  # [2, P + 3, images, tiles]
     assert mask.shape == (2, prompt + 3, *inputs["cross_attention_mask"].shape[2:])
@@ -203,7 +205,7 @@ def test_llama_3_2_vision_s_completion_attends_to_the_last_prompt_token_s_images
 
 def test_an_unknown_per_token_input_is_an_error_naming_it(tiny_family_vlm, env):
     loaded = tiny_family_vlm("qwen2-vl")
-    inputs = dict(encode_observations(loaded, observe_all(env, [0])))
+    inputs = dict(encode_observations(loaded, observe_all(env, items_at(env, [0]))))
     inputs["extra_mask"] = torch.ones_like(inputs["input_ids"])
     inputs["extra_boxes"] = torch.ones(*inputs["input_ids"].shape, 4)  # any rank: dimension 1 is the prompt length
     with pytest.raises(UnknownPerTokenInputError, match=r"\['extra_mask', 'extra_boxes'\].*does not extend"):
@@ -231,7 +233,7 @@ def test_a_run_names_an_unknown_per_token_input_before_its_first_step(tiny_famil
 @pytest.mark.parametrize("name", EVERY_FAMILY)
 def test_the_supervised_target_ends_with_the_end_of_turn_token(tiny_family_vlm, env, name):
     loaded = tiny_family_vlm(name)
-    batch = supervised_batch(loaded, env, [0, 1])
+    batch = supervised_batch(loaded, env, items_at(env, [0, 1]))
     end = loaded.tokenizer.convert_tokens_to_ids(END_OF_TURN[name])
     last = [int(row[mask].tolist()[-1]) for row, mask in zip(batch.input_ids, batch.completion_mask, strict=True)]
     assert last == [end, end]
@@ -246,7 +248,7 @@ def test_gemma3_ends_its_target_with_end_of_turn_not_eos(tiny_family_dir, env, t
     (folder / "generation_config.json").write_text(json.dumps({**config, "eos_token_id": [eos, end]}))
     loaded = load_vlm(ModelSource(str(folder)), torch.device("cpu"))
     assert eos_token_ids(loaded) == [eos, end]
-    batch = supervised_batch(loaded, env, [0])
+    batch = supervised_batch(loaded, env, items_at(env, [0]))
     assert batch.input_ids[0][batch.completion_mask[0]].tolist()[-1] == end
 
 
@@ -318,7 +320,7 @@ def test_a_frozen_encoder_stays_while_the_projector_trains_unless_frozen(tiny_fa
     encoder, projector = part_parameters(model, "encoder"), part_parameters(model, "projector")
     assert encoder and projector
     before = snapshot(model)
-    trainer = RLTrainer(settings, policy)
+    trainer = RLTrainer(settings.resolve(), policy)
     for step in range(2):
         trainer.supervised_step(env, [2 * step, 2 * step + 1])
     for step in range(2):
@@ -383,11 +385,11 @@ def test_an_rl_step_of_every_algorithm_against_a_quantized_reference(tiny_family
     settings = TrainingSettings(**dict(STEPS, kl_coef=0.05), algorithm=algorithm, quant_bits=quant_bits)
     policy, reference = policy_and_reference(base, settings, device="cpu")
     reference.anchor(base, rl_start=True)
-    batch = supervised_batch(policy.loaded, env, [0])
+    batch = supervised_batch(policy.loaded, env, items_at(env, [0]))
     with torch.inference_mode():
         ours, theirs = (completion_logprobs(m, batch).logprobs for m in (policy.loaded.model, reference.loaded.model))
     assert not torch.equal(ours, theirs)  # a quantized copy
-    trainer = RLTrainer(settings, policy)
+    trainer = RLTrainer(settings.resolve(), policy)
     trainer.reference = reference
     before = snapshot(policy.loaded.model)
     stats = trainer.rl_step(env, [0, 1])

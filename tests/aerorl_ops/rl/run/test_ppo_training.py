@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from aerorl_ops.config.training import LOSS_AGG_MODES, TrainingSettings
-from aerorl_ops.envs.base import SingleTurnEnv
+from aerorl_ops.envs.base import SingleTurnEnv, items_at
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.envs.types import StepInfo, TaskData
+from aerorl_ops.envs.types import StepInfo
 from aerorl_ops.eval_runner.episodes import micro_batches, observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.rl.runtime.checkpoint_files import VALUE_HEAD, load_checkpoint_state, save_checkpoint
@@ -19,6 +19,7 @@ from aerorl_ops.rl.step.loss import Targets
 from aerorl_ops.rl.step.sequences import append_completions, completion_tokens
 from aerorl_ops.rl.step.step_parts import row_spans
 from aerorl_ops.rl.step.trainer import RLTrainer, response_mask
+from aerorl_ops.rows.load_result import LoadResult
 
 
 def parity_grader(item, completion):
@@ -31,13 +32,13 @@ def parity_grader(item, completion):
 def env():
     torch.set_num_threads(1)
     items = make_env("easy_vqa", split="train", limit=8, seed=1).items
-    return SingleTurnEnv("parity", TaskData(items=list(items)), parity_grader)
+    return SingleTurnEnv("parity", LoadResult(items=list(items)), parity_grader)
 
 
 def trainer_for(model_dir, **settings) -> RLTrainer:
     config = TrainingSettings(**{"group_size": 4, "max_new_tokens": 3, "kl_coef": 0.0, "seed": 2, **settings})
     policy, reference = policy_and_reference(str(model_dir), config, device="cpu")
-    return RLTrainer(config, policy, reference if config.kl_coef > 0 else None)
+    return RLTrainer(config.resolve(), policy, reference if config.kl_coef > 0 else None)
 
 
 def test_one_epoch_keeps_the_ratio_at_one_and_two_epochs_move_it(tiny_model_dir, env):
@@ -92,7 +93,7 @@ def batches_of(loaded, env, completions, parts):
     """The rows of ``completions`` (one per item 0, 1, ...) as ``parts`` micro-batches."""
     batches = []
     for rows in micro_batches(list(range(len(completions))), parts):
-        inputs = encode_observations(loaded, observe_all(env, rows))
+        inputs = encode_observations(loaded, observe_all(env, items_at(env, rows)))
         batches.append(append_completions(inputs, [completions[r] for r in rows], loaded))
     return batches
 

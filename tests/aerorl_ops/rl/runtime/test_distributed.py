@@ -17,11 +17,12 @@ import torch.multiprocessing as mp
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.envs.types import StepInfo, TaskData
+from aerorl_ops.envs.types import StepInfo
 from aerorl_ops.rl.runtime.distributed import SINGLE, DataParallel, check_data_parallel, from_environment, shard_batch
 from aerorl_ops.rl.runtime.policy import policy_and_reference
 from aerorl_ops.rl.step.schedule import ItemSampler
 from aerorl_ops.rl.step.trainer import RLTrainer
+from aerorl_ops.rows.load_result import LoadResult
 
 RL_STEPS = 3
 PROMPTS, WARMUP_BATCH = 2, 4
@@ -102,8 +103,8 @@ def train(rank: int, world_size: int, port: int, model_dir: str, settings: dict,
     torch.manual_seed(0)  # LoRA's initial adapters
     config = TrainingSettings(max_new_tokens=3, seed=2, **settings)
     policy, reference = policy_and_reference(model_dir, config, device="cpu")
-    trainer = RLTrainer(config, policy, reference, dp=dp)
-    env = SingleTurnEnv("parity", TaskData(items=list(make_env("easy_vqa", split="train", limit=8, seed=1).items)),
+    trainer = RLTrainer(config.resolve(), policy, reference, dp=dp)
+    env = SingleTurnEnv("parity", LoadResult(items=list(make_env("easy_vqa", split="train", limit=8, seed=1).items)),
                         parity_grader)
     sampler = ItemSampler(env, 0)
 

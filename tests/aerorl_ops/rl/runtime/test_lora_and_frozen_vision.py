@@ -10,6 +10,7 @@ import torch
 
 from aerorl_ops.config.fields import ConfigError, parse_section
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.envs.base import items_at
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.models.family_parts import part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
@@ -19,6 +20,7 @@ from aerorl_ops.rl.runtime.lora import ADAPTER_DIR, attach_lora, lora_layers
 from aerorl_ops.rl.runtime.policy import LoraBaseReference, ReferenceRuntime, policy_and_reference
 from aerorl_ops.rl.runtime.vision_tower import find_vision_tower, freeze_vision_tower
 from aerorl_ops.rl.step.rollout import supervised_batch
+from aerorl_ops.rl.step.scoring import reference_logprobs
 from aerorl_ops.rl.step.sequences import completion_logprobs
 from aerorl_ops.rl.step.trainer import RLTrainer
 
@@ -33,7 +35,7 @@ def env():
 
 def logprobs(model, loaded, env, indices=(0, 1, 2)) -> torch.Tensor:
     with torch.no_grad():
-        return completion_logprobs(model, supervised_batch(loaded, env, list(indices))).logprobs  # [n]
+        return completion_logprobs(model, supervised_batch(loaded, env, items_at(env, list(indices)))).logprobs  # [n]
 
 
 @pytest.mark.parametrize(("fields", "named"), [
@@ -77,7 +79,7 @@ def test_a_frozen_vision_encoder_does_not_change_and_has_no_optimizer_state(tiny
     assert sorted(part_parameters(model, "projector")) == sorted(
         n for n, _ in model.named_parameters() if n.startswith("model.visual.merger."))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trainer = RLTrainer(config, policy)
+    trainer = RLTrainer(config.resolve(), policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     trainer.rl_step(env, [8, 9])
@@ -105,7 +107,7 @@ def test_lora_adapts_only_the_language_model(fresh_tiny_vlm):
 
 def test_a_lora_checkpoint_loads_as_a_plain_model_and_resumes_its_adapter(tiny_model_dir, env, tmp_path):
     policy, _ = policy_and_reference(str(tiny_model_dir), LORA, device="cpu")
-    trainer = RLTrainer(LORA, policy)
+    trainer = RLTrainer(LORA.resolve(), policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     folder = save_checkpoint(tmp_path / "step-2", policy.loaded, trainer.optimizer, 2, "base")
@@ -116,7 +118,7 @@ def test_a_lora_checkpoint_loads_as_a_plain_model_and_resumes_its_adapter(tiny_m
     assert torch.allclose(logprobs(plain.model, plain, env), trained, atol=2e-6, rtol=0)
 
     resumed, _ = policy_and_reference(str(folder), LORA, device="cpu")
-    again = RLTrainer(LORA, resumed)
+    again = RLTrainer(LORA.resolve(), resumed)
     again.optimizer.load_state_dict(load_checkpoint_state(folder).optimizer)
     saved = dict(policy.loaded.model.named_parameters())
     loaded = dict(resumed.loaded.model.named_parameters())
@@ -135,7 +137,7 @@ def test_the_lora_base_reference_is_the_rl_start_model(tiny_model_dir, env, tmp_
                           learning_rate=1e-2, seed=3)
     policy, reference = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     assert isinstance(reference, LoraBaseReference)
-    trainer = RLTrainer(config, policy)
+    trainer = RLTrainer(config.resolve(), policy)
     for step in range(2):
         trainer.supervised_step(env, [4 * step + i for i in range(4)])
     warmup = save_checkpoint(tmp_path / "warmup", policy.loaded, trainer.optimizer, 2, str(tmp_path / "warmup"))
@@ -143,15 +145,16 @@ def test_the_lora_base_reference_is_the_rl_start_model(tiny_model_dir, env, tmp_
     reference.anchor(str(warmup), rl_start=True)  # merge the warm-up adapter, attach fresh ones
     trainer.reference = reference
     assert trainer.optimizer is not warmup_optimizer and not trainer.optimizer.state
-    batch = supervised_batch(policy.loaded, env, [0, 1, 2])
+    batch = supervised_batch(policy.loaded, env, items_at(env, [0, 1, 2]))
     # zero RL updates: the policy is its base
-    assert torch.equal(trainer._reference_logprobs(batch), logprobs(policy.loaded.model, policy.loaded, env))
+    scored = reference_logprobs(trainer.reference, batch, policy.loaded.device)
+    assert torch.equal(scored, logprobs(policy.loaded.model, policy.loaded, env))
     stats = trainer.rl_step(env, [4, 5])
     assert stats.kl == 0.0  # the rollout's policy was the reference
     trainer.supervised_step(env, [8, 9, 10, 11])
     fresh = load_vlm(ModelSource(str(warmup)), torch.device("cpu"))
     start = logprobs(fresh.model, fresh, env)
-    assert torch.allclose(trainer._reference_logprobs(batch), start, atol=1e-6, rtol=0)
+    assert torch.allclose(reference_logprobs(trainer.reference, batch, policy.loaded.device), start, atol=1e-6, rtol=0)
     assert float((logprobs(policy.loaded.model, policy.loaded, env) - start).abs().max()) > 1e-2
     assert reference._loaded is policy.loaded  # scored with the policy itself: no second copy
     assert all(p.requires_grad for n, p in policy.loaded.model.named_parameters() if "lora_" in n)

@@ -41,7 +41,8 @@ def test_lora_log_probs_never_build_full_logits_and_leave_the_head_without_gradi
     model = attach_lora(loaded.model, TrainingSettings(lora_rank=2, seed=0))
     head = model.get_output_embeddings()
     vocab = head.weight.shape[0]
-    batch = supervised_batch(loaded, make_env("easy_vqa", split="train", limit=4, seed=1), [0, 1])
+    env = make_env("easy_vqa", split="train", limit=4, seed=1)
+    batch = supervised_batch(loaded, env, env.items[:2])
     counted = int(batch.completion_mask[:, 1:].sum())  # N tokens scored
     rows, seq = batch.input_ids.shape
     assert not head.weight.requires_grad and counted < rows * (seq - 1)

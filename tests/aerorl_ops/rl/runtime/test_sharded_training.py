@@ -28,7 +28,6 @@ from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.envs.types import TaskData
 from aerorl_ops.models.checkpoint_refs import OPTIMIZER_SHARDS, content_hash
 from aerorl_ops.rl.record.rows import TrainingRunRecord
 from aerorl_ops.rl.run.phases import run_training
@@ -38,6 +37,7 @@ from aerorl_ops.rl.runtime.policy import policy_and_reference
 from aerorl_ops.rl.step.multi_turn import check_sharded_environment
 from aerorl_ops.rl.step.schedule import ItemSampler
 from aerorl_ops.rl.step.trainer import RLTrainer
+from aerorl_ops.rows.load_result import LoadResult
 from aerorl_ops.storage.duckdb_store import ensure_tables, replace_partition
 from aerorl_ops.storage.training_schema import TRAINING_RUNS
 from aerorl_ops.telemetry import TelemetrySample, summarize
@@ -71,8 +71,8 @@ def trainer_steps(dp: DataParallel, model_dir: str, sharding: str) -> dict:
     torch.manual_seed(0)
     settings = TrainingSettings(**STEP_SETTINGS, sharding=sharding, nproc_per_node=dp.world_size)
     policy, reference = policy_and_reference(model_dir, settings, device="cpu")
-    trainer = RLTrainer(settings, policy, reference, dp=dp)
-    env = SingleTurnEnv("parity", TaskData(items=list(make_env("easy_vqa", split="train", limit=8, seed=1).items)),
+    trainer = RLTrainer(settings.resolve(), policy, reference, dp=dp)
+    env = SingleTurnEnv("parity", LoadResult(items=list(make_env("easy_vqa", split="train", limit=8, seed=1).items)),
                         parity_grader)
     sampler = ItemSampler(env, 0)
     start = whole_parameters(trainer)
@@ -164,7 +164,7 @@ def test_each_sharded_rank_holds_about_half_the_state_and_the_run_stores_it(runs
     settings = TrainingSettings(**RUN_SETTINGS, sharding="fsdp2", nproc_per_node=2)
     now = datetime(2026, 11, 26, tzinfo=UTC)
     telemetry = summarize([TelemetrySample(0.1, rss_mb=700.0, cpu_pct=90.0, gpus=())], duration_s=0.1, interval_s=0.1)
-    record = TrainingRunRecord.of("sharded", "tiny", settings, result, now, now, telemetry)
+    record = TrainingRunRecord.of("sharded", "tiny", settings.resolve(), result, now, now, telemetry)
     with duckdb.connect(str(tmp_path / "runs.duckdb")) as conn:
         ensure_tables(conn, [TRAINING_RUNS])
         replace_partition(conn, TRAINING_RUNS, {"run_id": "sharded"}, TRAINING_RUNS.rows([record]))

@@ -28,7 +28,7 @@ def env():
 
 
 def test_the_environment_turn_is_the_chat_templates_user_turn_and_assistant_header(tiny_vlm, env):
-    wrong = env.step(env.reset(0)[0], _completion("?"))
+    wrong = env.step(env.reset(env.items[0])[0], _completion("?"))
     ids = list(env_turn(tiny_vlm, wrong.observation).ids)
     assert tiny_vlm.tokenizer.decode(ids) == f"\n<|im_start|>user\n{FEEDBACK}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -36,8 +36,8 @@ def test_the_environment_turn_is_the_chat_templates_user_turn_and_assistant_head
 def test_a_wrong_first_answer_gets_a_second_turn_whose_environment_tokens_are_gaps(yes_vlm, env):
     """The yes-model answers "yes" every time: right on yes-questions (one turn, reward 1), wrong on the
     others (two turns, 0 then 0.5 x right)."""
-    episodes = sample_episodes(yes_vlm, env, list(range(16)), 4, None)
-    feedback = list(env_turn(yes_vlm, env.step(env.reset(0)[0], _completion("?")).observation).ids)
+    episodes = sample_episodes(yes_vlm, env, env.items[:16], 4, None)
+    feedback = list(env_turn(yes_vlm, env.step(env.reset(env.items[0])[0], _completion("?")).observation).ids)
     answers = [env.items[k].answers[0] for k in range(16)]
     assert set(answers) > {"yes"}  # both kinds of question are here
     for k, answer in enumerate(answers):
@@ -62,14 +62,14 @@ def test_an_rl_step_never_counts_an_environment_token(tiny_model_dir, env, monke
     config = TrainingSettings(group_size=2, prompts_per_step=4, max_new_tokens=3, kl_coef=0.0, seed=3,
                               learning_rate=1e-2, grad_accumulation=2)
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-    trainer = RLTrainer(config, policy)
+    trainer = RLTrainer(config.resolve(), policy)
     seen, call = [], RLLoss.__call__
     monkeypatch.setattr(RLLoss, "__call__", lambda self, logprob, entropy, values, part, shares: (
         seen.append(part), call(self, logprob, entropy, values, part, shares))[1])
     stats = trainer.rl_step(env, [0, 1, 2, 3])
     masks = torch.cat([part.mask for part in seen])  # [B, L] the loss's counted tokens, rows in order
     assert stats.response_length > 3  # some episode took a second turn: its completion holds the feedback
-    feedback = len(env_turn(policy.loaded, env.step(env.reset(0)[0], _completion("?")).observation).ids)
+    feedback = len(env_turn(policy.loaded, env.step(env.reset(env.items[0])[0], _completion("?")).observation).ids)
     interior = []  # per row, the uncounted tokens between its first and last counted one
     for row in masks.tolist():
         counted = [k for k, value in enumerate(row) if value == 1.0]
@@ -107,8 +107,8 @@ def test_a_resumed_multi_turn_run_reproduces_its_steps(tiny_model_dir, env, tmp_
 class NextImageTwoTries(TwoTriesEnv):
     """A second try that shows the next item's image (not the question's), so a swapped image shows."""
 
-    def _feedback(self, index):
-        image = observe(self.items[(index + 1) % len(self)]).images[0]
+    def _feedback(self, item):
+        image = observe(self.items[(self.items.index(item) + 1) % len(self)]).images[0]
         return Observation(images=(image,), messages=[{"role": "user", "content": [
             {"type": "image"}, {"type": "text", "text": self.feedback}]}])
 
@@ -119,14 +119,14 @@ def test_a_later_turns_image_sits_at_its_own_turn_as_the_processor_places_it(yes
     reply's log-probs are a model's on that conversation; they depend on the second image, the first
     reply's do not (scored by the untrained tiny model, which the yes-model's yes does not ignore)."""
     two_tries = NextImageTwoTries(env.env)
-    episodes = sample_episodes(yes_vlm, two_tries, list(range(16)), 4, None)
+    episodes = sample_episodes(yes_vlm, two_tries, two_tries.items[:16], 4, None)
     row = episodes.turns.index(2)  # a question the yes-model got wrong
     completion, action = episodes.replies.token_ids[row], episodes.actions[row]
     first = completion[:action.index(False)]
     second = completion[len(action) - action[::-1].index(False):]
-    batch = reply_batches(yes_vlm, two_tries, [[row]], [[completion]])[0]
+    batch = reply_batches(yes_vlm, two_tries, [[two_tries.items[row]]], [[completion]])[0]
 
-    question = observe_all(two_tries, [row])[0]
+    question = observe_all(two_tries, [two_tries.items[row]])[0]
     shown = observe(env.items[(row + 1) % 16]).images[0]
     conversation = [*question.messages,
                     {"role": "assistant", "content": [{"type": "text", "text": "yes"}]},
@@ -154,7 +154,7 @@ def test_a_later_turns_image_sits_at_its_own_turn_as_the_processor_places_it(yes
 
 def test_the_second_try_can_show_the_image_again_and_an_rl_step_trains_on_it(tiny_model_dir):
     again = easy_vqa_two_tries_env("train", limit=16, seed=1, show_images_again=True)
-    wrong = again.step(again.reset(0)[0], _completion("?"))
+    wrong = again.step(again.reset(again.items[0])[0], _completion("?"))
     assert wrong.observation.images and wrong.observation.images[0].tobytes() == \
         observe(again.items[0]).images[0].tobytes()
     config = TrainingSettings(group_size=2, prompts_per_step=2, max_new_tokens=3, kl_coef=0.0, seed=3,
@@ -162,7 +162,7 @@ def test_the_second_try_can_show_the_image_again_and_an_rl_step_trains_on_it(tin
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     shown = env_turn(policy.loaded, wrong.observation)
     assert len(shown.images) == 1 and policy.loaded.model.config.image_token_id in shown.ids
-    stats = RLTrainer(config, policy).rl_step(again, [0, 1])
+    stats = RLTrainer(config.resolve(), policy).rl_step(again, [0, 1])
     assert stats.response_length > 3 + len(shown.ids) - 1  # a second try, its image tokens in the completion
     assert torch.isfinite(torch.tensor(stats.loss))
 

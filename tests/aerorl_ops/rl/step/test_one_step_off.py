@@ -65,42 +65,66 @@ def env():
     return make_env("easy_vqa", split="train", limit=16, seed=1)
 
 
-def run_steps(tiny_model_dir, env, mode: str, learning_rate: float, steps: int = 3, spy=None):
+def draws_of(step: int):
+    """Step ``step``'s draws (0-based): round r's two prompts, as ``ItemSampler.batch(step, 2, r)`` gives them."""
+    return lambda r: [(2 * step + 5 * r) % 16, (2 * step + 1 + 5 * r) % 16]
+
+
+def run_steps(tiny_model_dir, env, mode: str, learning_rate: float, steps: int = 3, ahead: bool = False,
+              threads: int = 1, **changes):
+    """``steps`` RL steps on prompts [2k, 2k + 1]; ``ahead``: each step told the next's prompts (one_step_off
+    samples them in the background). Returns the steps' stats and the weights before and after each."""
     from aerorl_ops.rl.runtime.policy import policy_and_reference
     from aerorl_ops.rl.step.trainer import RLTrainer
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     config = TrainingSettings(group_size=2, prompts_per_step=2, max_new_tokens=3, kl_coef=0.0, seed=3,
-                              learning_rate=learning_rate, rollout_mode=mode)
+                              learning_rate=learning_rate, rollout_mode=mode, **changes)
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-    trainer = RLTrainer(config, policy)
+    trainer = RLTrainer(config.resolve(), policy)
     after = [{n: p.detach().clone() for n, p in policy.loaded.model.named_parameters()}]  # weights after step k
     stats = []
     for k in range(steps):
-        stats.append(trainer.rl_step(env, [2 * k, 2 * k + 1]))
+        following = draws_of(k + 1) if ahead and k + 1 < steps else None
+        stats.append(trainer.rl_step(env, draws_of(k)(0), draws_of(k), following))
         after.append({n: p.detach().clone() for n, p in policy.loaded.model.named_parameters()})
     return stats, after
 
 
-def test_at_learning_rate_0_one_step_off_equals_sync(tiny_model_dir, env):
-    sync, _ = run_steps(tiny_model_dir, env, "sync", 0.0)
-    off, _ = run_steps(tiny_model_dir, env, "one_step_off", 0.0)
+TIMES = ("step_s", "tokens_per_s", "peak_memory_mb")
+
+
+def rows(stats) -> list[dict]:
+    """The steps' training_steps rows without their times and memory."""
+    return [{k: v for k, v in dataclasses.asdict(s).items() if k not in TIMES} for s in stats]
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_at_learning_rate_0_one_step_off_equals_sync(tiny_model_dir, env, ahead):
+    sync, _ = run_steps(tiny_model_dir, env, "sync", 0.0, ahead=ahead)
+    off, _ = run_steps(tiny_model_dir, env, "one_step_off", 0.0, ahead=ahead)
     for field in ("loss", "reward_mean", "accuracy", "entropy", "response_length", "clip_fraction", "grad_norm"):
         assert [getattr(s, field) for s in off] == [getattr(s, field) for s in sync], field
     assert [s.behaviour_step for s in sync] == [0, 1, 2]
     assert [s.behaviour_step for s in off] == [0, 0, 1]
 
 
-def test_one_step_off_samples_step_k_with_the_weights_after_step_k_minus_2(tiny_model_dir, env, monkeypatch):
-    """The model that samples each step's replies holds the weights after step k-2 (k >= 2; step 1: its start)."""
+@pytest.mark.parametrize("ahead", [False, True])
+def test_one_step_off_samples_step_k_with_the_weights_after_step_k_minus_2(tiny_model_dir, env, monkeypatch, ahead):
+    """The model that samples each step's replies holds the weights after step k-2 (k >= 2; step 1: its start);
+    told the next step's prompts, steps 2 to 4 are sampled in the worker thread, during the previous update."""
+    import threading
+
+    from aerorl_ops.rl.step import rollout_ahead
     from aerorl_ops.rl.step import trainer as trainer_module
     from aerorl_ops.rl.step.behaviour import BehaviourWeights
 
-    sampled_with, scored_with = [], []
+    sampled_with, scored_with, threads = [], [], []
     original, logprobs = trainer_module.step_rollout, BehaviourWeights.logprobs
 
     def spying(loaded, *args, **kwargs):
         sampled_with.append({n: p.detach().clone() for n, p in loaded.model.named_parameters()})
+        threads.append(threading.current_thread().name)
         return original(loaded, *args, **kwargs)
 
     def scoring(self, *args, **kwargs):
@@ -108,9 +132,11 @@ def test_one_step_off_samples_step_k_with_the_weights_after_step_k_minus_2(tiny_
         return logprobs(self, *args, **kwargs)
 
     monkeypatch.setattr(trainer_module, "step_rollout", spying)
+    monkeypatch.setattr(rollout_ahead, "step_rollout", spying)
     monkeypatch.setattr(BehaviourWeights, "logprobs", scoring)
-    stats, after = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, steps=4)
+    stats, after = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, steps=4, ahead=ahead)
     assert [s.behaviour_step for s in stats] == [0, 0, 1, 2]
+    assert threads == ["MainThread"] + 3 * ["rollout-ahead" if ahead else "MainThread"]
     moved = [any(not torch.equal(after[k][n], after[k + 1][n]) for n in after[k]) for k in range(4)]
     assert all(moved)  # every update changed the weights, so each step's sampler is told apart
     for k, weights in enumerate(sampled_with, start=1):
@@ -120,6 +146,161 @@ def test_one_step_off_samples_step_k_with_the_weights_after_step_k_minus_2(tiny_
     assert len(scored_with) == 3  # steps 2 to 4: their behaviour log-probs come from the weights that sampled them
     for k, weights in enumerate(scored_with, start=2):
         assert all(torch.equal(weights[n], after[k - 2][n]) for n in after[k - 2]), f"step {k}"
+
+
+def slowed_update(monkeypatch, seconds: float) -> None:
+    """Every update of ``RLTrainer`` starts ``seconds`` late, so the worker finishes long before it."""
+    import time
+
+    from aerorl_ops.rl.step.trainer import RLTrainer
+
+    update = RLTrainer._update
+
+    def slow(self, *args, **kwargs):
+        time.sleep(seconds)
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(RLTrainer, "_update", slow)
+
+
+@pytest.mark.parametrize("changes", [{}, {"dynamic_sampling": True, "max_sampling_rounds": 2}])
+def test_background_rollouts_equal_foreground_ones_whatever_the_timing(tiny_model_dir, env, monkeypatch, changes):
+    """The rows and weights of one_step_off sampled in the background equal those sampled after each update in
+    this thread (one_step_off before it had a worker), bit for bit, and do not move when the update is slow."""
+    foreground, weights = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, ahead=False, **changes)
+    background, background_weights = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, ahead=True, **changes)
+    slowed_update(monkeypatch, 0.2)
+    slow, slow_weights = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, ahead=True, **changes)
+    assert rows(background) == rows(foreground)
+    assert rows(slow) == rows(foreground)
+    assert [s.behaviour_step for s in slow] == [0, 0, 1]
+    if changes:
+        assert [s.sampling_rounds for s in slow] == [2, 2, 2]  # later rounds drawn in the worker too
+    for k in range(4):
+        assert all(torch.equal(background_weights[k][n], weights[k][n]) for n in weights[k]), f"after step {k}"
+        assert all(torch.equal(slow_weights[k][n], weights[k][n]) for n in weights[k]), f"after step {k}"
+
+
+def test_a_failure_of_the_worker_is_raised_by_the_next_step_in_one_line(tiny_model_dir, env, monkeypatch):
+    from aerorl_ops.rl.step import rollout_ahead
+
+    def failing(*args, **kwargs):
+        raise ValueError("no image for item 3\n(a second line)")
+
+    monkeypatch.setattr(rollout_ahead, "step_rollout", failing)
+    with pytest.raises(rollout_ahead.BackgroundRolloutError) as raised:
+        run_steps(tiny_model_dir, env, "one_step_off", 1e-2, steps=3, ahead=True)
+    assert str(raised.value) == ("step 2: its rollout, sampled in the background during step 1's update, failed: "
+                                 "ValueError: no image for item 3 (a second line)")
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_a_stop_request_ends_the_worker_and_the_next_step_samples_in_the_foreground(tiny_model_dir, env,
+                                                                                   monkeypatch):
+    """A stop asked for during step 1 (Ctrl-C: ``aerorl_ops.stop``) ends the worker at its next token; a step 2
+    that runs anyway samples in this thread, the same rows."""
+    import threading
+
+    from aerorl_ops.rl.step import trainer as trainer_module
+    from aerorl_ops.rl.step.trainer import RLTrainer
+    from aerorl_ops.stop import clear_stop, request_stop
+
+    expected, _ = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, steps=2, ahead=True)
+    logged, sampled = trainer_module.rollout_samples, []
+    original = trainer_module.step_rollout
+
+    def asking_to_stop(*args, **kwargs):  # in step 1, before its update: the worker sees it from its first token
+        request_stop(2)  # what the command's SIGINT handler does
+        return logged(*args, **kwargs)
+
+    def spying(*args, **kwargs):
+        sampled.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    def cleared(self, *args, **kwargs):  # the stop is taken at the end of the step: clear it before the next
+        clear_stop()
+        return rl_step(self, *args, **kwargs)
+
+    rl_step = RLTrainer.rl_step
+    monkeypatch.setattr(trainer_module, "rollout_samples", asking_to_stop)
+    monkeypatch.setattr(RLTrainer, "rl_step", cleared)
+    monkeypatch.setattr(trainer_module, "step_rollout", spying)
+    try:
+        stopped, _ = run_steps(tiny_model_dir, env, "one_step_off", 1e-2, steps=2, ahead=True)
+    finally:
+        clear_stop()
+    assert sampled == ["MainThread", "MainThread"]  # step 2 too: its background rollout was stopped
+    assert rows(stopped) == rows(expected)
+    assert not [t for t in threading.enumerate() if t.name == "rollout-ahead"]
+
+
+def test_an_interrupted_update_stops_and_waits_for_the_worker(tiny_model_dir, env, monkeypatch):
+    import threading
+
+    from aerorl_ops.rl.step.trainer import RLTrainer
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RLTrainer, "_update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_steps(tiny_model_dir, env, "one_step_off", 1e-2, steps=2, ahead=True)
+    assert not [t for t in threading.enumerate() if t.name == "rollout-ahead"]
+
+
+def test_the_update_and_the_worker_share_the_cpu_threads(tiny_model_dir, env, monkeypatch):
+    """On a CPU torch runs half its threads while the worker samples beside the update (step 1), all of them
+    when nothing does (step 2, the last) and after."""
+    from aerorl_ops.rl.step.trainer import RLTrainer
+
+    update, seen = RLTrainer._update, []
+
+    def counting(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return update(self, *args, **kwargs)
+
+    monkeypatch.setattr(RLTrainer, "_update", counting)
+    try:
+        run_steps(tiny_model_dir, env, "one_step_off", 0.0, steps=2, ahead=True, threads=2)
+        assert seen == [1, 2]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_a_training_run_samples_each_next_rl_step_in_the_background(tiny_model_dir, tmp_path, monkeypatch):
+    """A whole run (a warm-up step, 3 RL steps, evaluations and checkpoints between them): the second and third
+    RL steps are sampled by the worker, and every row equals that of the run sampling them in this thread."""
+    import threading
+
+    from aerorl_ops.rl.run.phases import run_training
+    from aerorl_ops.rl.step import rollout_ahead
+    from aerorl_ops.rl.step.trainer import RLTrainer
+
+    torch.set_num_threads(1)
+    train_env = make_env("easy_vqa", split="train", limit=32, seed=1)
+    eval_env = make_env("easy_vqa", split="test", limit=4, seed=0)
+    settings = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.0, seed=4, warmup_steps=1,
+                                warmup_batch_size=4, steps=3, prompts_per_step=2, control=False, swap_check_type="",
+                                eval_interval=1, checkpoint_interval=2, rollout_mode="one_step_off")
+    original, threads = rollout_ahead.step_rollout, []
+
+    def spying(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rollout_ahead, "step_rollout", spying)
+    background = run_training(str(tiny_model_dir), tmp_path / "background", settings, train_env, eval_env, range(4),
+                              device="cpu", resume=False)
+    assert threads == ["rollout-ahead", "rollout-ahead"]
+    rl_step = RLTrainer.rl_step
+    monkeypatch.setattr(RLTrainer, "rl_step", lambda self, env, prompts, more, following: rl_step(
+        self, env, prompts, more))  # told nothing of the next step: samples each in this thread
+    foreground = run_training(str(tiny_model_dir), tmp_path / "foreground", settings, train_env, eval_env, range(4),
+                              device="cpu", resume=False)
+    assert [s.behaviour_step for s in background.steps] == [None, 1, 1, 2]
+    assert rows(background.steps) == rows(foreground.steps)
+    assert [e.accuracy for e in background.evals] == [e.accuracy for e in foreground.evals]
 
 
 @pytest.mark.parametrize(("changes", "problem"), [
@@ -147,11 +328,14 @@ def test_a_multi_turn_environment_is_refused_at_the_first_step(tiny_model_dir):
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     two_tries = make_env("easy_vqa_two_tries", split="train", limit=4, seed=1)
     with pytest.raises(ConfigError, match='one_step_off" cannot train on the multi-turn environment'):
-        RLTrainer(config, policy).rl_step(two_tries, [0])
+        RLTrainer(config.resolve(), policy).rl_step(two_tries, [0])
 
 
 def test_the_default_leaves_run_ids_as_they_were():
+    def run_id(settings: TrainingSettings) -> str:
+        return training_run_id(settings, settings.resolve())
+
     default = TrainingSettings()
-    assert training_run_id(dataclasses.replace(default, rollout_mode="sync", rollout_is=True,
-                                               rollout_is_cap=2.0)) == training_run_id(default)
-    assert training_run_id(dataclasses.replace(default, rollout_mode="one_step_off")) != training_run_id(default)
+    assert run_id(dataclasses.replace(default, rollout_mode="sync", rollout_is=True, rollout_is_cap=2.0)) == run_id(
+        default)
+    assert run_id(dataclasses.replace(default, rollout_mode="one_step_off")) != run_id(default)

@@ -15,18 +15,21 @@ import sys
 import pytest
 import torch
 
-from aerorl_ops.config.fields import parse_section
+from aerorl_ops.config.fields import ConfigError, parse_section
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.envs.base import items_at
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.replies import observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.generation.vllm_engine import VLLMNotInstalledError
 from aerorl_ops.generation.vllm_sampler import VLLMSampler
+from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.run.phases import run_training
 from aerorl_ops.rl.runtime.distributed import DataParallel
 from aerorl_ops.rl.runtime.policy import policy_and_reference
+from aerorl_ops.rl.step.rollout_engine import RolloutEngine
 from aerorl_ops.rl.step.sequences import completion_logprobs
 from aerorl_ops.rl.step.trainer import RLTrainer
 
@@ -57,10 +60,12 @@ class StandInSampler:
         self.synced: list[dict[str, torch.Tensor]] = []
         self.calls: list[tuple[list[str], list[int], int | None, int]] = []  # prompts, images, seed, syncs so far
         self.counts: list[list[int]] = []  # replies asked of each prompt, per call
+        self.events: list[str] = []  # sync, sleep, wake_up in order
         self.closed = False
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.synced.append(snapshot(model))
+        self.events.append("sync")
 
     def sample(self, prompts, images, max_new_tokens, sampling, n=1, seed=None):
         if self.fail:
@@ -69,6 +74,12 @@ class StandInSampler:
         self.counts.append([n] * len(prompts) if isinstance(n, int) else list(n))
         replies = sum(self.counts[-1])  # prompt-major: n[i] replies to prompt i
         return [list(self.reply) for _ in range(replies)], ["red"] * replies, [False] * replies
+
+    def sleep(self) -> None:
+        self.events.append("sleep")
+
+    def wake_up(self) -> None:
+        self.events.append("wake_up")
 
     def close(self) -> None:
         self.closed = True
@@ -81,7 +92,7 @@ class StandIns:
         self.started: list[StandInSampler] = []
         self.fail = False
 
-    def start(self, loaded, backend=None, seed=0) -> StandInSampler:
+    def start(self, loaded, backend=None, seed=0, sleep_mode=False) -> StandInSampler:
         self.started.append(StandInSampler(loaded, self.fail))
         return self.started[-1]
 
@@ -97,7 +108,7 @@ def test_vllm_rollouts_without_vllm_fail_at_the_first_rl_step_saying_how_to_inst
                                                                                       monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError, installed or not
     policy, _ = policy_and_reference(str(tiny_model_dir), CONFIG, device="cpu")
-    trainer = RLTrainer(CONFIG, policy)
+    trainer = RLTrainer(CONFIG.resolve(), policy)
     trainer.supervised_step(env, [0, 1])  # supervised steps never need the engine
     with pytest.raises(VLLMNotInstalledError) as raised:
         trainer.rl_step(env, [0, 1])
@@ -108,22 +119,57 @@ def test_vllm_rollouts_without_vllm_fail_at_the_first_rl_step_saying_how_to_inst
     assert trainer.state.step == 1  # nothing was sampled or updated
 
 
-def test_vllm_rollouts_need_one_training_process():
+def test_vllm_rollouts_run_on_several_ranks_and_sleep_mode_is_refused_on_cpu_in_one_line():
     settings = dataclasses.replace(TRAINING_DEFAULTS, rollout_backend="vllm", nproc_per_node=2, grad_accumulation=2)
-    with pytest.raises(ValueError, match=r'^run: rollout_backend = "vllm" needs nproc_per_node = 1, got 2'):
-        settings.check_rules("run")
-    assert dataclasses.replace(settings, rollout_backend="hf").check_rules("run").rollout_backend == "hf"
-    with pytest.raises(ValueError, match="nproc_per_node = 1"):
-        RLTrainer(CONFIG, dp=DataParallel(rank=0, world_size=2))
+    assert settings.check_rules("run") is settings  # an engine per rank
+    assert RLTrainer(settings.resolve(), dp=DataParallel(rank=0, world_size=2)).rollouts.ranks == 2
+    with pytest.raises(ConfigError) as refused:
+        dataclasses.replace(TRAINING_DEFAULTS, vllm_sleep_mode=True).check_rules("run")
+    assert str(refused.value) == ("run: vllm_sleep_mode = true puts the vLLM rollout engine to sleep during the "
+                                  "update, but rollout_backend = 'hf' has none: set rollout_backend = \"vllm\", or "
+                                  "vllm_sleep_mode = false")
+    asleep = dataclasses.replace(settings, vllm_sleep_mode=True)
+    assert asleep.check_rules("run") is asleep  # the device is known where the trainer starts
+    with pytest.raises(ConfigError) as refused:
+        RLTrainer(asleep.resolve(), dp=DataParallel(rank=0, world_size=2))
+    assert str(refused.value) == ("vllm_sleep_mode = true needs a CUDA device (vLLM's sleep mode frees the engine's "
+                                  "memory through its CUDA memory pool), but the policy is on cpu: set "
+                                  "vllm_sleep_mode = false")
     with pytest.raises(ValueError, match=r"'training.rollout_backend' must be one of \('hf', 'vllm'\), got 'sglang'"):
         parse_section(TrainingSettings, "run", "training", {"rollout_backend": "sglang"})
+
+
+@pytest.mark.parametrize(("sleep_mode", "events"), [(True, ["sync", "sleep", "wake_up", "sync", "sleep"]),
+                                                     (False, ["sync", "sync"])])
+def test_with_sleep_mode_the_engine_sleeps_from_each_rollout_to_the_next_sync(tiny_vlm, stand_ins, sleep_mode,
+                                                                             events):
+    engine = RolloutEngine("vllm", None, seed=0, sleep_mode=sleep_mode)
+    for _ in range(2):  # two RL steps: a sync, the rollout, then (sleep mode) asleep through the update
+        engine.synced(tiny_vlm)
+        engine.sleep()
+    engine.sleep()  # asleep already: nothing more
+    engine.close()
+    (sampler,) = stand_ins.started
+    assert sampler.events == events and sampler.closed
+
+
+def test_an_engine_per_rank_cannot_be_tensor_parallel(tiny_vlm, stand_ins):
+    engine = RolloutEngine("vllm", GenerationBackend("vllm", tensor_parallel_size=2), seed=0, ranks=2)
+    with pytest.raises(ConfigError) as refused:
+        engine.synced(tiny_vlm)
+    assert str(refused.value) == ('rollout_backend = "vllm" on 2 ranks runs one engine per rank, on the rank\'s own '
+                                  "device, so the engine's tensor_parallel_size must be 1, got 2: set "
+                                  "tensor_parallel_size = 1 in the model's [models.<key>] table")
+    assert not stand_ins.started
+    RolloutEngine("vllm", GenerationBackend("vllm", tensor_parallel_size=2), seed=0).synced(tiny_vlm)  # one rank
+    assert len(stand_ins.started) == 1
 
 
 def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores_its_replies(
         tiny_model_dir, env, stand_ins, monkeypatch):
     policy, _ = policy_and_reference(str(tiny_model_dir), CONFIG, device="cpu")
     loaded = policy.loaded
-    trainer = RLTrainer(CONFIG, policy)
+    trainer = RLTrainer(CONFIG.resolve(), policy)
     checkpoint = snapshot(loaded.model)
     trainer.supervised_step(env, [0, 1, 2, 3])  # a warm-up update: the first rollout must see it
     scored = []
@@ -154,7 +200,7 @@ def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores
     assert sampler.counts == [[CONFIG.group_size]] * 6
     for k, step_prompts in enumerate(prompts):
         calls = sampler.calls[2 * k: 2 * k + 2]
-        expected = observation_prompts(loaded, observe_all(env, step_prompts))
+        expected = observation_prompts(loaded, observe_all(env, items_at(env, step_prompts)))
         assert [prompt for call in calls for prompt in call[0]] == expected
         assert all(images == [1] for _, images, _, _ in calls)
         seeds = [seed + i for texts, _, seed, _ in calls for i in range(len(texts))]
@@ -185,5 +231,5 @@ def test_a_training_run_shuts_the_engine_down_when_rl_fails(tiny_model_dir, env,
 def test_rollouts_default_to_the_policy_generate(tiny_model_dir, env, stand_ins):
     config = dataclasses.replace(CONFIG, rollout_backend=TRAINING_DEFAULTS.rollout_backend)
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-    RLTrainer(config, policy).rl_step(env, [0, 1])
+    RLTrainer(config.resolve(), policy).rl_step(env, [0, 1])
     assert config.rollout_backend == "hf" and not stand_ins.started

@@ -34,7 +34,7 @@ def test_a_sample_holds_its_items_question_image_hash_and_its_own_tokens_advanta
     own = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # [B, L] the reply's own tokens
     advantages = torch.tensor([[0.5, 0.5, 0.5], [-1.0, -1.0, 9.0]])
     logprob = torch.tensor([[-0.25, -0.5, -1.0], [-2.0, -0.125, -7.0]])
-    (sample,) = rollout_samples(env, Letters(), 7, [1], [2, 3], token_ids, torch.tensor([3, 2]), own,
+    (sample,) = rollout_samples(Letters(), 7, [1], env.items[2:4], token_ids, torch.tensor([3, 2]), own,
                                 torch.tensor([0.0, 1.0]), torch.tensor([False, True]), advantages, logprob)
     item = env.items[3]
     assert (sample.step, sample.row, sample.prompt_id, sample.question) == (7, 1, item.item_id, item.question)
@@ -58,8 +58,8 @@ def test_an_rl_run_stores_its_sampled_replies_and_each_image_once(tiny_model_dir
                                 swap_check_type="", sampled_eval_size=0, rollout_log_rate=0.5)
     connect = partial(duckdb.connect, str(tmp_path / "r.duckdb"))
     recorder = RunRecorder(connect, "run", tmp_path / "rollout_images")
-    recorder.start(TrainingRunRecord.started("run", str(tiny_model_dir), settings, None), fresh=True)
-    TrainingRun(str(tiny_model_dir), tmp_path / "run", settings, env, env, [0, 1], device="cpu",
+    recorder.start(TrainingRunRecord.started("run", str(tiny_model_dir), settings.resolve(), None), fresh=True)
+    TrainingRun(str(tiny_model_dir), tmp_path / "run", settings.resolve(), env, env, [0, 1], device="cpu",
                 reporter=RecorderReporter(recorder, "run", log=None)).run()
     with connect() as conn:
         rows = conn.execute("SELECT step, row, prompt_id, question, image_sha256, completion, reward, correct, "
@@ -73,7 +73,7 @@ def test_an_rl_run_stores_its_sampled_replies_and_each_image_once(tiny_model_dir
         assert question == item.question and 0 < length <= 4 and logprob_sum < 0
         image = tmp_path / "rollout_images" / digest
         assert hashlib.sha256(image.read_bytes()).hexdigest() == digest and image.read_bytes() == item.images[0]
-        graded = env.step(env.reset(env.items.index(item))[0], Completion(completion))
+        graded = env.step(env.reset(item)[0], Completion(completion))
         assert (graded.reward, graded.info.correct) == (reward, correct)  # what the policy said earned that
         assert advantage is not None
     assert len(list((tmp_path / "rollout_images").iterdir())) == len({row[4] for row in rows})  # once each

@@ -9,13 +9,13 @@ import logging
 import pytest
 import torch
 
-from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.config.training import Recipe, TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.envs.types import StepInfo, TaskData
-from aerorl_ops.rl.core.algorithms import resolved_settings
+from aerorl_ops.envs.types import StepInfo
 from aerorl_ops.rl.runtime.distributed import SINGLE
 from aerorl_ops.rl.step.rollout_rounds import GroupCounts, informative_groups, shaped_rewards, step_rollout
+from aerorl_ops.rows.load_result import LoadResult
 
 GROUP = 2
 UNIFORM = (0, 1, 2, 3)
@@ -40,12 +40,12 @@ class AlternatingGrader:
 def env():
     items = [dataclasses.replace(item, item_id=f"item-{k}")
              for k, item in enumerate(make_env("easy_vqa", split="train", limit=8, seed=1).items)]
-    return SingleTurnEnv("alternating", TaskData(items=items), AlternatingGrader())
+    return SingleTurnEnv("alternating", LoadResult(items=items), AlternatingGrader())
 
 
-def settings(**changes) -> TrainingSettings:
-    return resolved_settings(TrainingSettings(algorithm="dapo", group_size=GROUP, prompts_per_step=2,
-                                              max_new_tokens=3, **changes))
+def settings(**changes) -> Recipe:
+    return TrainingSettings(algorithm="dapo", group_size=GROUP, prompts_per_step=2, max_new_tokens=3,
+                            **changes).resolve()
 
 
 def seed_of(part: int) -> int:
@@ -68,7 +68,8 @@ def test_the_overlong_penalty_is_added_only_with_a_buffer():
 def test_without_dynamic_sampling_one_round_keeps_every_group(tiny_vlm, env):
     rollout = step_rollout(tiny_vlm, env, [0, 4], settings(dynamic_sampling=False), SINGLE, seed_of)
     assert rollout.groups == GroupCounts(sampled=2, kept=2, dropped=0, rounds=1, filled=0)
-    assert rollout.indices == [0, 0, 4, 4]
+    assert rollout.group_ids == [0, 0, 4, 4]
+    assert [item.item_id for item in rollout.items] == ["item-0", "item-0", "item-4", "item-4"]
 
 
 def test_uninformative_groups_are_replaced_by_the_next_rounds_informative_ones(tiny_vlm, env):
@@ -77,7 +78,8 @@ def test_uninformative_groups_are_replaced_by_the_next_rounds_informative_ones(t
                            rounds.__getitem__)
     # round 0: item 0's group is uniform (dropped), item 4's kept; round 1: item 1 dropped, item 5 kept
     assert rollout.groups == GroupCounts(sampled=4, kept=2, dropped=2, rounds=2, filled=0)
-    assert rollout.indices == [4, 4, 5, 5]
+    assert rollout.group_ids == [4, 4, 5, 5]
+    assert [item.item_id for item in rollout.items] == ["item-4", "item-4", "item-5", "item-5"]
     assert rollout.outcomes.rewards.tolist() == [0.0, 1.0, 0.0, 1.0]
     rows = sum(batch.input_ids.shape[0] for batch in rollout.batches)
     assert rows == 4 and rollout.lengths.shape == (4,)
@@ -91,14 +93,15 @@ def test_when_the_rounds_run_out_the_step_goes_ahead_and_says_so(tiny_vlm, env, 
                                {1: [2, 4]}.__getitem__)
     # round 0: both uniform; round 1: item 2 uniform, item 4 informative -> 1 kept, 1 filled (item 0's group)
     assert rollout.groups == GroupCounts(sampled=4, kept=1, dropped=2, rounds=2, filled=1)
-    assert rollout.indices == [0, 0, 4, 4]  # sampling order
+    assert rollout.group_ids == [0, 0, 4, 4]  # sampling order
+    assert [item.item_id for item in rollout.items] == ["item-0", "item-0", "item-4", "item-4"]
     assert "1 of 2 groups informative after 2 sampling rounds" in caplog.text
 
 
 def test_without_more_prompts_there_is_one_round(tiny_vlm, env):
     rollout = step_rollout(tiny_vlm, env, [0, 4], settings(), SINGLE, seed_of)
     assert rollout.groups == GroupCounts(sampled=2, kept=1, dropped=0, rounds=1, filled=1)
-    assert rollout.indices == [0, 0, 4, 4]
+    assert rollout.group_ids == [0, 0, 4, 4]
 
 
 def test_round_zero_samples_as_without_dynamic_sampling(tiny_vlm, env):
@@ -126,7 +129,7 @@ def test_mask_truncated_leaves_cut_replies_out_of_the_loss_and_the_step_records_
         config = TrainingSettings(algorithm="dapo", group_size=GROUP, prompts_per_step=2, max_new_tokens=1,
                                   overlong_buffer=0, mask_truncated=masked, seed=4)
         policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-        steps[masked] = RLTrainer(config, policy).rl_step(env, [4, 0], {1: [5, 6]}.__getitem__)
+        steps[masked] = RLTrainer(config.resolve(), policy).rl_step(env, [4, 0], {1: [5, 6]}.__getitem__)
     assert steps[True].response_clip_ratio == steps[False].response_clip_ratio == 1.0
     assert steps[True].loss == 0.0 and steps[True].grad_norm == 0.0
     assert steps[False].grad_norm > 1e-3  # (its loss value is 0: at ratio 1 each group's advantages sum to 0)
@@ -152,7 +155,7 @@ def test_token_budget_micro_batches_change_the_cut_not_the_update(tiny_model_dir
         config = TrainingSettings(group_size=2, prompts_per_step=4, max_new_tokens=3, grad_accumulation=2,
                                   kl_coef=0.0, seed=4, learning_rate=1e-2, micro_batch_tokens=budget)
         policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-        trainer = RLTrainer(config, policy)
+        trainer = RLTrainer(config.resolve(), policy)
         cut = []
         score = trainer._score_rollout
         trainer._score_rollout = lambda batches, mask, cut=cut, score=score: (

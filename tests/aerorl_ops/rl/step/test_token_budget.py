@@ -72,7 +72,8 @@ def _gradients(loaded, env, replies, targets, loss, parts) -> dict[str, torch.Te
 
     model = loaded.model
     model.zero_grad(set_to_none=True)
-    batches = reply_batches(loaded, env, parts, [[replies[row] for row in part] for part in parts])
+    batches = reply_batches(loaded, env, [[env.items[row] for row in part] for part in parts],
+                            [[replies[row] for row in part] for part in parts])
     for batch, part in zip(batches, parts, strict=True):
         rows = targets.rows(torch.tensor(part))  # [b', L]
         shares = loss.shares(rows.mask, targets.mask)
@@ -97,7 +98,7 @@ def test_token_budget_parts_give_the_contiguous_micro_batches_gradient(fresh_tin
     words = loaded.tokenizer.encode("one two three four five six seven eight nine", add_special_tokens=False)
     eos = eos_token_ids(loaded)[0]
     replies = [words[: n - 1] + [eos] for n in REPLY_LENGTHS]
-    (whole_batch,) = reply_batches(loaded, env, [list(range(6))], [replies])
+    (whole_batch,) = reply_batches(loaded, env, [env.items[:6]], [replies])
     lengths = [int(n) for n in whole_batch.inputs["attention_mask"].sum(1)]  # prompt + reply
     width = max(lengths)
     budget_parts = token_budget_parts(lengths, 3 * width)

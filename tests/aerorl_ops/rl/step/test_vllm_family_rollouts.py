@@ -14,6 +14,7 @@ import importlib.util
 
 import pytest
 
+from aerorl_ops.envs.base import items_at
 from aerorl_ops.models.tiny_families import VLLM_CHECKED
 
 pytestmark = [
@@ -49,7 +50,8 @@ def test_a_vllm_rollout_samples_each_familys_prompts_and_images_with_the_policys
     loaded = policy.loaded
     prompts = [0, 1]
     rows = [index for index in prompts for _ in range(settings.group_size)]
-    greedy = generate_replies(loaded, encode_observations(loaded, observe_all(env, rows)), settings.max_new_tokens,
+    observations = observe_all(env, items_at(env, rows))
+    greedy = generate_replies(loaded, encode_observations(loaded, observations), settings.max_new_tokens,
                               None).token_ids  # the policy's own, before any update
     sampled, sample = [], VLLMSampler.sample
 
@@ -58,7 +60,7 @@ def test_a_vllm_rollout_samples_each_familys_prompts_and_images_with_the_policys
         return sampled[-1]
 
     monkeypatch.setattr(VLLMSampler, "sample", recording_sample)
-    trainer = RLTrainer(settings, policy, rollout_engine=GenerationBackend("vllm", engine_args=ENGINE_ARGS))
+    trainer = RLTrainer(settings.resolve(), policy, rollout_engine=GenerationBackend("vllm", engine_args=ENGINE_ARGS))
     try:
         stats = trainer.rl_step(env, prompts)
     finally:

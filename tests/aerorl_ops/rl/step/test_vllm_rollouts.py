@@ -72,7 +72,7 @@ def test_rl_steps_sample_with_the_policy_after_the_previous_update_and_score_wit
                           seed=5, rollout_backend="vllm")
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
     model = policy.loaded.model
-    trainer = RLTrainer(config, policy, rollout_engine=GenerationBackend("vllm", **ENGINE))
+    trainer = RLTrainer(config.resolve(), policy, rollout_engine=GenerationBackend("vllm", **ENGINE))
 
     def snapshot() -> dict[str, torch.Tensor]:
         return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}

@@ -1,0 +1,45 @@
+"""One check for every loader's records (``rows.validation.validate_item``): a record becomes a task item with
+every field it brought, or a rejection naming what is wrong, a later image by its position."""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image
+
+from aerorl_ops.rows import ItemCandidate, RejectedRow, TaskItem, validate_item
+
+TURN = {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Same shape?"}]}
+
+
+def png(colour: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4), colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def candidate(*images: bytes | None) -> ItemCandidate:
+    return ItemCandidate("pair-1", "pairs", "test", "pairs.jsonl", "pairs.jsonl#line=3", b" Same shape? ",
+                         ["yes", None, "yes", " Yes "], list(images), [TURN], question_type="yes_no")
+
+
+def test_a_record_with_two_good_images_becomes_an_item_with_both_and_its_messages():
+    red, blue = png("red"), png("blue")
+    assert validate_item(candidate(red, blue)) == TaskItem(
+        "pair-1", "pairs", "test", "pairs.jsonl", "Same shape?", ("yes", "Yes"), (red, blue), (TURN,), "yes_no",
+        ("yes", "Yes"))
+
+
+def test_a_bad_later_image_is_rejected_by_its_position():
+    missing = validate_item(candidate(png("red"), None))
+    corrupt = validate_item(candidate(png("red"), png("blue"), b"not a png"))
+    assert missing == RejectedRow("pairs.jsonl", "pairs.jsonl#line=3", "pair-1", "image 1: missing image bytes")
+    assert isinstance(corrupt, RejectedRow)
+    assert corrupt.reason == "image 2: corrupt image: 9 bytes in no format PIL recognises"
+
+
+def test_the_first_image_and_the_id_are_checked_as_a_rows_record_is():
+    assert validate_item(candidate()).reason == "missing image bytes"
+    nameless = validate_item(ItemCandidate(None, "pairs", "test", "pairs.jsonl", "pairs.jsonl#line=4", "Q?", ["a"],
+                                           [png("red")]))
+    assert (nameless.sample_id, nameless.reason) == (None, "missing sample id")
