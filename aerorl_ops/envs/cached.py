@@ -1,11 +1,11 @@
 """An environment's items cached as a rows table, and the environment built back from that table.
 
 ``env_table(dataset)`` builds the environment of a dataset table (``envs.configured.dataset_env``) from
-its source and keeps its items as a rows table (``rows.item_table``: one image per question, the
+its source and keeps its items as a rows table (``rows.item_table``: every image of each question, the
 messages as JSON). The table's schema metadata says what the items were drawn from (the dataset's
-``SourceFingerprint``: its files or package, and every setting, split, limit and seed included), the
-records the environment rejected, and, when an item could not be kept (a rows file holds one image
-per question), why not.
+``SourceFingerprint``: its files or package, and every setting, split, limit and seed included) and the
+records the environment rejected. A table cached when a rows file held one image per question may say
+that items were left out (``NOT_KEPT_KEY``); it is not used, so the source's items are read again.
 
 ``cached_env(dataset, table, build)`` is the environment ``dataset`` names: built over the table's items
 and rejections (``envs.item_envs``) when the table holds exactly what the source gives now (the same
@@ -37,11 +37,13 @@ SOURCE_KEY = b"aerorl.source"
 REJECTED_KEY = b"aerorl.rejected"
 """Schema metadata: the records the environment rejected, a JSON list of ``RejectedRow`` fields."""
 NOT_KEPT_KEY = b"aerorl.not_kept"
-"""Schema metadata: why some of the environment's items are not in the table ("" when every one is)."""
+"""Schema metadata of a table cached when a rows file held one image per question: why some of the
+environment's items are not in it ("" when every one is). Tables cached now keep every item."""
 
 
 def items_sha256(items: Sequence[TaskItem]) -> str:
-    """A hash of the items in order, every field (images by their SHA-256): equal exactly when the items are.
+    """A hash of the items in order, every field (images and video frames by their SHA-256): equal exactly when
+    the items are. An item without a video hashes as it did before items had one.
 
     >>> item = TaskItem("q1", "demo", "test", "q.json", "What shape?", ("circle",), (b"png",))
     >>> items_sha256([item]) == items_sha256([item]), items_sha256([item]) == items_sha256([])
@@ -49,30 +51,23 @@ def items_sha256(items: Sequence[TaskItem]) -> str:
     """
     digest = hashlib.sha256()
     for item in items:
-        fields = {**asdict(item), "images": [image_sha256(image) for image in item.images]}
+        fields = {**asdict(item), "images": [image_sha256(image) for image in item.images],
+                  "video": [image_sha256(frame) for frame in item.video]}
+        if not item.video:
+            del fields["video"], fields["video_fps"]
         digest.update(json.dumps(fields, sort_keys=True).encode())
         digest.update(b"\n")
     return digest.hexdigest()
 
 
-def _not_kept(items: Sequence[TaskItem]) -> str:
-    several = [item for item in items if len(item.images) != 1]
-    if not several:
-        return ""
-    return (f"{len(several)} items have other than one image (item {several[0].item_id!r} has "
-            f"{len(several[0].images)}); a rows file holds one image per question")
-
-
 def env_table(dataset: DatasetSettings) -> pa.Table:
-    """The environment of ``dataset``, built from its source, as a rows table (module docstring): its items
-    with one image each; a ``ConfigError`` (or ``NoUsableRowsError``) naming the dataset as ``dataset_env``'s."""
+    """The environment of ``dataset``, built from its source, as a rows table (module docstring): every item
+    with all its images; a ``ConfigError`` (or ``NoUsableRowsError``) naming the dataset as ``dataset_env``'s."""
     source = dataset_fingerprint(dataset)  # before the read: a change made during it shows next time
     env = dataset_env(dataset)
-    table = items_to_table([item for item in env.items if len(item.images) == 1])
-    return table.replace_schema_metadata({
+    return items_to_table(env.items).replace_schema_metadata({
         SOURCE_KEY: source.to_json(),
         REJECTED_KEY: json.dumps([asdict(rejected) for rejected in env.rejected]),
-        NOT_KEPT_KEY: _not_kept(env.items),
     })
 
 

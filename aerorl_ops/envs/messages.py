@@ -3,22 +3,19 @@
 MAYE's JSONL questions and verl's Parquet prompts mark where an image goes with the literal
 ``<image>``; verl replaces the k-th marker by the k-th image. Here each marker becomes a
 ``{"type": "image"}`` part; text with no marker gets its images in front (MAYE's layout and
-the benchmark prompt's). A count of markers other than the number of images is an error.
+the benchmark prompt's). A count of markers other than the number of images is an error. The
+placement itself (``content_parts``) lives in ``rows.image_markers``, which the benchmark prompt shares.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from aerorl_ops.rows.image_markers import IMAGE_MARKER, MarkerMismatch, content_parts
 from aerorl_ops.rows.task_item import Message
 
-IMAGE_MARKER = "<image>"
-_MARKER_SPLIT = re.compile(f"({re.escape(IMAGE_MARKER)})")
-
-
-class MarkerMismatch(ValueError):
-    """The text's image markers do not match the images given."""
+__all__ = ["IMAGE_MARKER", "MarkerMismatch", "content_parts", "messages_with_images", "strip_markers",
+           "user_message", "with_instruction"]
 
 
 def strip_markers(text: str) -> str:
@@ -28,29 +25,6 @@ def strip_markers(text: str) -> str:
     ('In the figure, what is x?', 'Compare with .')
     """
     return " ".join(text.replace(IMAGE_MARKER, " ").split())
-
-
-def content_parts(text: str, image_count: int, markers_required: bool = False) -> list[dict]:
-    """Text and image parts of one message, images placed at the markers (or first, when none).
-
-    >>> content_parts("Look <image> here", 1)
-    [{'type': 'text', 'text': 'Look '}, {'type': 'image'}, {'type': 'text', 'text': ' here'}]
-    >>> content_parts("What colour?", 1)
-    [{'type': 'image'}, {'type': 'text', 'text': 'What colour?'}]
-    """
-    markers = text.count(IMAGE_MARKER)
-    if markers == 0 and not markers_required:
-        return [{"type": "image"} for _ in range(image_count)] + _text_part(text)
-    if markers != image_count:
-        raise MarkerMismatch(f"text has {markers} {IMAGE_MARKER} markers for {image_count} images")
-    parts: list[dict] = []
-    for segment in _MARKER_SPLIT.split(text):
-        parts.extend([{"type": "image"}] if segment == IMAGE_MARKER else _text_part(segment))
-    return parts
-
-
-def _text_part(text: str) -> list[dict]:
-    return [{"type": "text", "text": text}] if text else []
 
 
 def user_message(text: str, image_count: int) -> Message:

@@ -5,8 +5,9 @@ named parameters are the settings it accepts (a ``**kwargs`` adds none). An unkn
 an error listing the known ones; an unknown setting, or a missing required one, is an error
 naming it and listing the settings that environment takes.
 
->>> sorted(ENVIRONMENTS)
-['chartqa', 'docvqa', 'easy_vqa', 'easy_vqa_two_tries', 'jsonl', 'parquet']
+>>> sorted(ENVIRONMENTS)  # doctest: +NORMALIZE_WHITESPACE
+['arc', 'chartqa', 'docvqa', 'easy_vqa', 'easy_vqa_pairs', 'easy_vqa_two_tries', 'gymnasium', 'jsonl',
+ 'mixture', 'parquet']
 >>> env_settings("jsonl")[:3]
 ('path', 'split', 'limit')
 """
@@ -17,11 +18,15 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from aerorl_ops.config.dataset_kinds import DatasetKinds
+from aerorl_ops.config.dataset_kinds import DatasetKinds, KindCheck
+from aerorl_ops.envs.arc import arc_env
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.benchmark_tasks import chartqa_env, docvqa_env
 from aerorl_ops.envs.easy_vqa import easy_vqa_env
+from aerorl_ops.envs.easy_vqa_pairs import check_pairs_table, easy_vqa_pairs_env
+from aerorl_ops.envs.gymnasium_env import gymnasium_env
 from aerorl_ops.envs.jsonl_task import jsonl_env
+from aerorl_ops.envs.mixture import mixture_env
 from aerorl_ops.envs.parquet_task import parquet_env
 from aerorl_ops.envs.two_tries import easy_vqa_two_tries_env
 
@@ -30,11 +35,19 @@ EnvFactory = Callable[..., TaskEnv]
 ENVIRONMENTS: dict[str, EnvFactory] = {
     "easy_vqa": easy_vqa_env,
     "easy_vqa_two_tries": easy_vqa_two_tries_env,
+    "easy_vqa_pairs": easy_vqa_pairs_env,
     "docvqa": docvqa_env,
     "chartqa": chartqa_env,
     "jsonl": jsonl_env,
     "parquet": parquet_env,
+    "arc": arc_env,
+    "gymnasium": gymnasium_env,
+    "mixture": mixture_env,  # its parts: other dataset tables (envs.configured gives their builders)
 }
+
+
+KIND_CHECKS: dict[str, KindCheck] = {"easy_vqa_pairs": check_pairs_table}
+"""The kinds that check a dataset table's values when the config loads (``config.dataset_kinds.check_datasets``)."""
 
 
 class UnknownEnvironmentError(ValueError):
@@ -85,7 +98,7 @@ def check_settings(name: str, settings: dict[str, Any]) -> None:
 
 def dataset_kinds() -> DatasetKinds:
     """The registered kinds with their settings, as the config check takes them (``check_datasets``)."""
-    return DatasetKinds({name: env_settings(name) for name in ENVIRONMENTS})
+    return DatasetKinds({name: env_settings(name) for name in ENVIRONMENTS}, KIND_CHECKS)
 
 
 def make_env(name: str, /, **settings: Any) -> TaskEnv:

@@ -22,19 +22,29 @@ from aerorl_ops.rows.task_item import Message, TaskItem
 
 @dataclass(frozen=True)
 class Observation:
-    """What the model sees at the start of a turn: RGB images and the chat messages showing them."""
+    """What the model sees at the start of a turn: RGB images and the chat messages showing them; a
+    row's ``video`` (its frames, RGB, in time order) with ``video_fps``, the frames kept per second
+    of the clip (none without a video)."""
 
     images: tuple[Image.Image, ...]
     messages: list[Message]
+    video: tuple[Image.Image, ...] = ()
+    video_fps: float | None = None
 
 
 def observe(item: TaskItem) -> Observation:
-    """Decode the item's images (as RGB) and copy its messages, so a caller may edit them freely."""
+    """Decode the item's images and video frames (as RGB) and copy its messages, so a caller may edit them
+    freely."""
+    return Observation(images=_decoded(item.images), messages=copy.deepcopy(list(item.messages)),
+                       video=_decoded(item.video), video_fps=item.video_fps)
+
+
+def _decoded(encoded: tuple[bytes, ...]) -> tuple[Image.Image, ...]:
     images = []
-    for data in item.images:
+    for data in encoded:
         with Image.open(io.BytesIO(data)) as image:
             images.append(image.convert("RGB"))
-    return Observation(images=tuple(images), messages=copy.deepcopy(list(item.messages)))
+    return tuple(images)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from aerorl_ops.eval_metrics.binomial import binomial_stderr
@@ -40,6 +40,23 @@ class AccuracyReport:
 
     overall: Accuracy
     by_type: Mapping[str, Accuracy]
+
+
+def accuracy_by(groups: Sequence[str], outcomes: Iterable[tuple[str, bool]]) -> dict[str, Accuracy]:
+    """Tally ``(group, correct)`` pairs into each of ``groups``, in that order (n = 0 for a group without an
+    outcome); an outcome of another group is a ``ValueError`` naming it.
+
+    >>> {name: (value.correct, value.n) for name, value in accuracy_by(
+    ...     ["easy_vqa", "shapes", "text"], [("shapes", True), ("easy_vqa", False), ("shapes", False)]).items()}
+    {'easy_vqa': (0, 1), 'shapes': (1, 2), 'text': (0, 0)}
+    """
+    tallies = {group: [0, 0] for group in groups}
+    for group, is_correct in outcomes:
+        if group not in tallies:
+            raise ValueError(f"outcome of group {group!r}, which is none of {list(groups)}")
+        tallies[group][0] += bool(is_correct)
+        tallies[group][1] += 1
+    return {group: Accuracy(*tally) for group, tally in tallies.items()}
 
 
 def accuracy_report(outcomes: Iterable[tuple[str | None, bool]]) -> AccuracyReport:

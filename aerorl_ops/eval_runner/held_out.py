@@ -5,23 +5,27 @@
   components, and accuracy (the environment's ``correct``) overall and per question type;
 - ``prior_evaluation``: the no-image prior (most common train answer per question text, fitted
   on the training environment's items) scored on the same held-out items;
+- both with accuracy per source dataset (``EvalResult.by_source``) when the environment is a mixture
+  (``envs.mixture``: each item's ``dataset`` is its part's name); empty for any other environment;
 - ``image_swap_check``: how often the answers to questions of one type change when each such
   question is shown the image of the next one (a model that reads the image changes most).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from aerorl_ops.envs.base import TaskEnv, items_at
+from aerorl_ops.envs.mixture import mixture_sources
 from aerorl_ops.envs.prior import QuestionPrior
 from aerorl_ops.envs.types import Observation
-from aerorl_ops.eval_metrics.accuracy import AccuracyReport, accuracy_report
+from aerorl_ops.eval_metrics.accuracy import Accuracy, AccuracyReport, accuracy_by, accuracy_report
 from aerorl_ops.eval_runner.episodes import Replies, generate_replies, grade, micro_batches, observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rows.task_item import TaskItem
 
 EVAL_BATCH_SIZE = 125
 PRIOR_PHASE = "no_image_prior"
@@ -35,6 +39,7 @@ class EvalResult:
     component_means: dict[str, float]
     report: AccuracyReport
     wall_s: float = 0.0  # training seconds before this evaluation (evaluations excluded)
+    by_source: Mapping[str, Accuracy] = field(default_factory=dict)  # a mixture's, by part (source_accuracy)
 
     @property
     def accuracy(self) -> float:
@@ -73,27 +78,38 @@ def evaluate_policy(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], max
     replies = greedy_replies(loaded, env, indices, max_new_tokens)
     items = items_at(env, indices)
     graded = grade(env, items, replies, eos_token_ids(loaded))
-    report = accuracy_report((item.question_type, bool(c)) for item, c in zip(items, graded.correct.tolist(),
-                                                                              strict=True))
+    correct = [bool(c) for c in graded.correct.tolist()]
+    report = accuracy_report((item.question_type, c) for item, c in zip(items, correct, strict=True))
     return EvalResult(step, phase, float(graded.rewards.mean()),
-                      {name: float(values.mean()) for name, values in graded.components.items()}, report, wall_s)
+                      {name: float(values.mean()) for name, values in graded.components.items()}, report, wall_s,
+                      source_accuracy(env, items, correct))
+
+
+def source_accuracy(env: TaskEnv, items: Sequence[TaskItem], correct: Sequence[bool]) -> dict[str, Accuracy]:
+    """Accuracy on ``items`` per source dataset (each item's ``dataset``), every part of ``env`` listed in
+    order, when ``env`` is a mixture (``envs.mixture.mixture_sources``); empty for any other environment."""
+    sources = mixture_sources(env)
+    return accuracy_by(sources, zip((item.dataset for item in items), correct, strict=True)) if sources else {}
 
 
 def prior_evaluation(train_env: TaskEnv, eval_env: TaskEnv, indices: Sequence[int]) -> EvalResult:
     """The no-image prior fitted on ``train_env``'s items, scored on ``eval_env``'s ``indices``."""
     prior = QuestionPrior.fit((item.question, item.answers[0]) for item in train_env.items)
-    report = prior.accuracy([eval_env.items[i] for i in indices])
-    return EvalResult(0, PRIOR_PHASE, None, {}, report)
+    items = [eval_env.items[i] for i in indices]
+    by_source = source_accuracy(eval_env, items, [prior.is_correct(item.question, item.answers) for item in items])
+    return EvalResult(0, PRIOR_PHASE, None, {}, prior.accuracy(items), by_source=by_source)
 
 
 def image_swap_check(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], question_type: str,
                      max_new_tokens: int) -> SwapCheck:
-    """Answer each ``question_type`` question with its own image, then with the next such question's image."""
+    """Answer each ``question_type`` question with its own images (and video), then with the next such
+    question's."""
     chosen = [i for i in indices if env.question_type(i) == question_type]
     if len(chosen) < 2:
         return SwapCheck(question_type, len(chosen), 0.0)
     own = observe_all(env, items_at(env, chosen))
-    swapped = [Observation(own[(k + 1) % len(own)].images, own[k].messages) for k in range(len(own))]
+    swapped = [Observation(own[(k + 1) % len(own)].images, own[k].messages, own[(k + 1) % len(own)].video,
+                           own[(k + 1) % len(own)].video_fps) for k in range(len(own))]
     before = greedy_replies(loaded, env, chosen, max_new_tokens, own).texts
     after = greedy_replies(loaded, env, chosen, max_new_tokens, swapped).texts
     changed = sum(a != b for a, b in zip(before, after, strict=True)) / len(chosen)

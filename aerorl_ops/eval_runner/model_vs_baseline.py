@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 import torch
 
-from aerorl_ops.config.datasets import DatasetSettings
+from aerorl_ops.config.datasets import MAX_IMAGES_DEFAULT, DatasetSettings
 from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.rejections import rejections_write
@@ -59,10 +59,14 @@ class ModelComparison:
 
 
 def dataset_record(dataset: DatasetSettings) -> dict[str, object]:
-    """The dataset table as JSON values; ``image_roots`` only when set (so an eval id without them is unchanged)."""
+    """The dataset table as JSON values; ``image_roots`` only when set, ``max_images`` only when not its
+    default and a mixture's ``parts`` (each part's table) only for a mixture (so an eval id without them is
+    unchanged)."""
     record = {"name": dataset.name, "kind": dataset.kind, "split": dataset.split, "limit": dataset.limit,
               "path": dataset.path, "seed": dataset.seed, "settings": dict(dataset.settings)}
-    return record | ({"image_roots": list(dataset.image_roots)} if dataset.image_roots else {})
+    return (record | ({"image_roots": list(dataset.image_roots)} if dataset.image_roots else {})
+            | ({"max_images": dataset.max_images} if dataset.max_images != MAX_IMAGES_DEFAULT else {})
+            | ({"parts": [dataset_record(part) for part in dataset.parts]} if dataset.parts else {}))
 
 
 NOT_EVALUATED = ("follow_checkpoints",)

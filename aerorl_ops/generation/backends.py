@@ -53,16 +53,18 @@ class HFRowGenerator:
 
 
 @contextmanager
-def hf_row_generator(loaded: LoadedVLM, settings: GenerationSettings) -> Iterator[HFRowGenerator]:
-    yield HFRowGenerator(loaded)
+def hf_row_generator(loaded: LoadedVLM, settings: GenerationSettings, max_images: int = 1) -> Iterator[HFRowGenerator]:
+    yield HFRowGenerator(loaded)  # the processor takes any number of images per row
 
 
-ROW_GENERATORS: dict[str, Callable[[LoadedVLM, GenerationSettings], AbstractContextManager[RowGenerator]]] = {
+ROW_GENERATORS: dict[str, Callable[[LoadedVLM, GenerationSettings, int], AbstractContextManager[RowGenerator]]] = {
     HF_BACKEND: hf_row_generator,
     VLLM_BACKEND: vllm_row_generator,
 }
 
 
-def open_row_generator(loaded: LoadedVLM, settings: GenerationSettings) -> AbstractContextManager[RowGenerator]:
-    """The row generator of ``loaded``'s backend, for ``with``."""
-    return ROW_GENERATORS[loaded.source.backend.name](loaded, settings)
+def open_row_generator(loaded: LoadedVLM, settings: GenerationSettings,
+                       max_images: int = 1) -> AbstractContextManager[RowGenerator]:
+    """The row generator of ``loaded``'s backend, for ``with``, for rows of at most ``max_images`` images each
+    (``batched.max_image_count``)."""
+    return ROW_GENERATORS[loaded.source.backend.name](loaded, settings, max_images)

@@ -1,6 +1,8 @@
 """Batched, left-padded generation through a VLM's own processor and chat template.
 
-Greedy by default. Only the new tokens are decoded, so an empty generation stays empty and is
+Each row is one user turn with its images (``prompts.benchmark_messages``); the processor gets one list
+of images per row, as every family's processor takes them, and the vision-token mask counts the tokens
+of every image of a row. Greedy by default. Only the new tokens are decoded, so an empty generation stays empty and is
 never mistaken for an echo of the prompt.
 """
 
@@ -17,10 +19,10 @@ from PIL import Image
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
-from aerorl_ops.generation.prompts import chat_messages, item_prompt
+from aerorl_ops.generation.prompts import benchmark_messages, item_prompt
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
-from aerorl_ops.rows.task_item import TaskItem, prompt_text
+from aerorl_ops.rows.task_item import TaskItem
 
 logger = logging.getLogger(__name__)
 DEFAULT_SETTINGS = GenerationSettings()  # the [generation] defaults: greedy
@@ -36,7 +38,8 @@ class GeneratedSample:
     raw_response: str
     generated_tokens: int
     prompt_text_tokens: int
-    vision_tokens: int
+    vision_tokens: int  # every image's
+    image_count: int
     latency_ms: float
     batch_latency_ms: float
     batch_index: int
@@ -62,22 +65,31 @@ class OutOfMemoryAtBatchOne(RuntimeError):
     """Generation ran out of memory even one sample at a time."""
 
 
-def decode_image(item: TaskItem) -> Image.Image:
-    """The item's (one) image, as RGB."""
-    return Image.open(io.BytesIO(item.images[0])).convert("RGB")
+def decode_images(item: TaskItem) -> list[Image.Image]:
+    """The item's images, in order, as RGB."""
+    return [Image.open(io.BytesIO(image)).convert("RGB") for image in item.images]
+
+
+def max_image_count(rows: Sequence[TaskItem]) -> int:
+    """The most images one of ``rows`` shows (at least 1): the engine's ``limit_mm_per_prompt`` for them.
+
+    >>> max_image_count([]), max_image_count([TaskItem("q", "d", "test", "f", "Q?", ("a",), (b"x", b"y"))])
+    (1, 2)
+    """
+    return max([1, *(len(row.images) for row in rows)])
 
 
 def prompt_texts(loaded: LoadedVLM, rows: Sequence[TaskItem]) -> list[str]:
-    """Each row's prompt through the model's chat template, with its image placeholder (every backend's prompt)."""
-    return [loaded.processor.apply_chat_template(chat_messages(r.question, prompt_text(r)), add_generation_prompt=True,
-                                                 tokenize=False)
+    """Each row's prompt through the model's chat template, with its image placeholders (every backend's prompt)."""
+    return [loaded.processor.apply_chat_template(benchmark_messages(r), add_generation_prompt=True, tokenize=False)
             for r in rows]
 
 
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[TaskItem]):
     """Chat-templated prompts with their images (one list per prompt), left-padded, on the model's device
     (``LoadedVLM.on_device``)."""
-    inputs = loaded.processor(text=prompt_texts(loaded, rows), images=[[decode_image(r)] for r in rows],
+    images = [decode_images(r) for r in rows]
+    inputs = loaded.processor(text=prompt_texts(loaded, rows), images=images if any(images) else None,
                               return_tensors="pt", padding=True)
     return loaded.on_device(inputs)
 
@@ -127,6 +139,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[TaskItem], settings: Genera
             generated_tokens=len(tokens),
             prompt_text_tokens=text_tokens,
             vision_tokens=int(vision[i].sum()),
+            image_count=len(row.images),
             latency_ms=finish_s[i] * 1000.0,
             batch_latency_ms=batch_ms,
             batch_index=batch_index,

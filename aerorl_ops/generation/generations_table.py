@@ -12,12 +12,12 @@ import pyarrow as pa
 
 from aerorl_ops.generation.batched import GeneratedSample
 from aerorl_ops.rows.task_item import TaskItem
-from aerorl_ops.storage.schema import GENERATION_FIELDS, GENERATIONS, output_schema
+from aerorl_ops.storage.schema import GENERATION_FIELDS, GENERATIONS, IMAGE_COUNT, output_schema
 from aerorl_ops.text.answers import extract_answer
 
-GENERATION_SCHEMA = output_schema([*GENERATION_FIELDS, GENERATIONS.schema.field("batch_size")])
+GENERATION_SCHEMA = output_schema([*GENERATION_FIELDS, GENERATIONS.schema.field("batch_size"), IMAGE_COUNT])
 """The columns of the ``generations`` table (``aerorl_ops.storage.schema``) that one partition's
-generation produces, its batch size last."""
+generation produces, its batch size and image count last."""
 
 
 def claimed_entities(response: str) -> list[str]:
@@ -51,5 +51,6 @@ def generations_table(rows: Sequence[TaskItem], samples: Sequence[GeneratedSampl
             "vision_tokens": sample.vision_tokens,
             "batch_index": sample.batch_index,
             "batch_size": sample.batch_size,
+            "image_count": sample.image_count,
         })
     return pa.Table.from_pylist(records, schema=GENERATION_SCHEMA)

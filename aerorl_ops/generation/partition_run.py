@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.backends import open_row_generator
-from aerorl_ops.generation.batched import BatchProgress
+from aerorl_ops.generation.batched import BatchProgress, max_image_count
 from aerorl_ops.generation.generations_table import generations_table
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.task_item import TaskItem
@@ -47,7 +47,7 @@ def run_generation(loaded: LoadedVLM, rows: Sequence[TaskItem], batch_size: int,
 
     A vLLM engine that does not start raises ``vllm_engine.EngineStartError`` with vLLM's message.
     """
-    with open_row_generator(loaded, settings) as generator:
+    with open_row_generator(loaded, settings, max_image_count(rows)) as generator:
         with TelemetrySampler(interval_s=telemetry_interval_s, device=loaded.device) as sampler:
             started = time.perf_counter()
             samples = generator.generate_rows(rows, batch_size, settings, on_progress=on_progress)

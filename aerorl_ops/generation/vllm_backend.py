@@ -1,8 +1,10 @@
 """Benchmark rows through a vLLM engine: the prompts of the transformers path, the same records.
 
 The prompt is the model's chat template applied by its own processor (``batched.prompt_texts``),
-sent with the row's image as ``multi_modal_data``; vLLM expands the image placeholder with its
-copy of the model's image processor. A batch is the rows submitted to the engine together (its
+sent with the row's images as ``multi_modal_data``; vLLM expands each image placeholder with its
+copy of the model's image processor. The engine takes as many images per prompt as the partition's
+largest row shows (``batched.max_image_count``; one for a partition of single-image rows, as always).
+A batch is the rows submitted to the engine together (its
 scheduler then runs them as it sees fit); no out-of-memory halving, since vLLM sizes its own
 batches to the KV cache. Per sample: the time from submission until its request finished, and the
 token counts of the prompt vLLM ran (text and vision tokens) and of the completion up to and
@@ -19,7 +21,7 @@ from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.batched import (
     BatchProgress,
     GeneratedSample,
-    decode_image,
+    decode_images,
     eos_token_ids,
     prompt_texts,
     trim_after_eos,
@@ -75,7 +77,7 @@ class VLLMRowGenerator:
     def generate_batch(self, rows: Sequence[TaskItem], settings: GenerationSettings, batch_index: int,
                        first_position: int) -> list[GeneratedSample]:
         texts = prompt_texts(self.loaded, rows)
-        requests = [EngineRequest(text, (decode_image(row),)) for text, row in zip(texts, rows, strict=True)]
+        requests = [EngineRequest(text, tuple(decode_images(row))) for text, row in zip(texts, rows, strict=True)]
         params = [sampling_params(self.engine, settings, self.eos_ids, settings.seed + first_position + i)
                   for i in range(len(rows))]
         started = time.perf_counter()
@@ -94,6 +96,7 @@ class VLLMRowGenerator:
                 generated_tokens=len(tokens),
                 prompt_text_tokens=len(output.prompt_token_ids) - vision,
                 vision_tokens=vision,
+                image_count=len(row.images),
                 latency_ms=output.finished_s * 1000.0,
                 batch_latency_ms=batch_ms,
                 batch_index=batch_index,
@@ -103,8 +106,9 @@ class VLLMRowGenerator:
 
 
 @contextmanager
-def vllm_row_generator(loaded: LoadedVLM, settings: GenerationSettings) -> Iterator[VLLMRowGenerator]:
-    """An engine for ``loaded``'s model (its backend's engine settings, seeded with ``settings.seed``),
-    shut down on exit."""
-    with started_engine(loaded.source, loaded.dtype, settings.seed) as engine:
+def vllm_row_generator(loaded: LoadedVLM, settings: GenerationSettings,
+                       max_images: int = 1) -> Iterator[VLLMRowGenerator]:
+    """An engine for ``loaded``'s model (its backend's engine settings, seeded with ``settings.seed``) taking
+    up to ``max_images`` images per prompt, shut down on exit."""
+    with started_engine(loaded.source, loaded.dtype, settings.seed, max_images=max_images) as engine:
         yield VLLMRowGenerator(engine, loaded)

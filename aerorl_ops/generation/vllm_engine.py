@@ -47,8 +47,19 @@ INSTALL_HINT = (
     'Or set backend = "hf" in the model\'s [models.<key>] table.'
 )
 TORCH_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-ENGINE_DEFAULTS: Mapping[str, object] = {"limit_mm_per_prompt": {"image": 1, "video": 0}}
-"""``LLM(...)`` keywords set unless the model entry sets them: every prompt here holds one image."""
+def engine_defaults(max_images: int = 1) -> dict[str, object]:
+    """``LLM(...)`` keywords set unless the model entry sets them: a prompt holds at most ``max_images`` images
+    (the rows' own most: ``batched.max_image_count``) and no video.
+
+    >>> engine_defaults(3)
+    {'limit_mm_per_prompt': {'image': 3, 'video': 0}}
+    """
+    if max_images < 1:
+        raise ValueError(f"max_images must be >= 1, got {max_images}")
+    return {"limit_mm_per_prompt": {"image": max_images, "video": 0}}
+
+
+
 CPU_ENGINE_DEFAULTS: Mapping[str, object] = {"enable_chunked_prefill": False}
 """Also set on vLLM's CPU platform, unless the model entry sets them: a seeded request (sampled
 rollouts, sampled benchmark rows) whose prompt is prefilled in chunks needs its random generator
@@ -213,9 +224,10 @@ def _parameters_on_cpu(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0,
-                 sleep_mode: bool = False) -> Engine:
+                 sleep_mode: bool = False, max_images: int = 1) -> Engine:
     """An in-process ``vllm.LLM`` for ``source`` with its backend's engine settings (``sleep_mode``:
-    vLLM's ``enable_sleep_mode``, which vLLM refuses off CUDA-like devices).
+    vLLM's ``enable_sleep_mode``, which vLLM refuses off CUDA-like devices), for prompts of at most
+    ``max_images`` images (:func:`llm_kwargs`).
 
     Raises :class:`VLLMNotInstalledError` without vLLM, and :class:`EngineStartError` carrying vLLM's
     message and the model's key when the engine does not start.
@@ -223,13 +235,8 @@ def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: 
     vllm = import_vllm()
     location = engine_location(source)
     in_process_group = torch.distributed.is_initialized()
-    kwargs = {**ENGINE_DEFAULTS, **(CPU_ENGINE_DEFAULTS if _on_cpu() else {}),
-              **(RANK_ENGINE_DEFAULTS if in_process_group else {}), **source.backend.engine_kwargs()}
-    kwargs.update(model=location, tokenizer=location, dtype=TORCH_DTYPE_NAMES[dtype],
-                  trust_remote_code=source.trust_remote_code, seed=seed,
-                  revision=None if location != source.location else source.revision)
-    if sleep_mode:
-        kwargs["enable_sleep_mode"] = True
+    kwargs = llm_kwargs(source, location, dtype, seed, sleep_mode=sleep_mode, max_images=max_images,
+                           on_cpu=_on_cpu(), in_process_group=in_process_group)
     started = time.perf_counter()
     with _process_state_kept(), _environment({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}):
         try:
@@ -240,6 +247,20 @@ def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: 
                 f"vLLM could not start an engine for model {source.label}: {type(error).__name__}: {error}"
             ) from error
     return Engine(vllm, llm, source, time.perf_counter() - started, in_process_group)
+
+
+def llm_kwargs(source: ModelSource, location: str, dtype: torch.dtype, seed: int, *, sleep_mode: bool,
+                  max_images: int, on_cpu: bool, in_process_group: bool) -> dict[str, object]:
+    """The ``vllm.LLM(...)`` keywords of :func:`start_engine`: :func:`engine_defaults`, the CPU and rank defaults
+    where they apply, then the model entry's own engine settings, then what the engine must load."""
+    kwargs = {**engine_defaults(max_images), **(CPU_ENGINE_DEFAULTS if on_cpu else {}),
+              **(RANK_ENGINE_DEFAULTS if in_process_group else {}), **source.backend.engine_kwargs()}
+    kwargs.update(model=location, tokenizer=location, dtype=TORCH_DTYPE_NAMES[dtype],
+                  trust_remote_code=source.trust_remote_code, seed=seed,
+                  revision=None if location != source.location else source.revision)
+    if sleep_mode:
+        kwargs["enable_sleep_mode"] = True
+    return kwargs
 
 
 def _on_cpu() -> bool:
@@ -263,9 +284,10 @@ def engine_location(source: ModelSource) -> str:
 
 
 @contextmanager
-def started_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0) -> Iterator[Engine]:
+def started_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0,
+                   max_images: int = 1) -> Iterator[Engine]:
     """:func:`start_engine`, closed on exit."""
-    engine = start_engine(source, dtype, seed)
+    engine = start_engine(source, dtype, seed, max_images=max_images)
     try:
         yield engine
     finally:

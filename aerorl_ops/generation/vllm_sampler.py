@@ -79,11 +79,12 @@ class VLLMSampler:
 
     @classmethod
     def start(cls, loaded: LoadedVLM, backend: GenerationBackend | None = None, seed: int = 0,
-              sleep_mode: bool = False) -> VLLMSampler:
+              sleep_mode: bool = False, max_images: int = 1) -> VLLMSampler:
         """An engine for ``loaded``'s checkpoint (``backend``'s engine settings; default: the source's own
         when it is a vLLM source, else vLLM's defaults), in ``loaded``'s dtype, beside it on its device: on
         a GPU, settings without ``gpu_memory_utilization`` take :func:`colocated_memory_utilization` of the
-        memory free now. With ``sleep_mode`` it can :meth:`sleep` (CUDA only)."""
+        memory free now. With ``sleep_mode`` it can :meth:`sleep` (CUDA only). A prompt may show up to
+        ``max_images`` images."""
         source = loaded.source
         if backend is None:
             backend = source.backend if source.backend.name == VLLM_BACKEND else GenerationBackend(VLLM_BACKEND)
@@ -91,7 +92,8 @@ class VLLMSampler:
             free, total = torch.cuda.mem_get_info(loaded.device)
             backend = replace(backend, gpu_memory_utilization=colocated_memory_utilization(free, total))
         engine_source = replace(source, backend=backend)
-        return cls(start_engine(engine_source, loaded.dtype, seed, sleep_mode=sleep_mode), loaded)
+        return cls(start_engine(engine_source, loaded.dtype, seed, sleep_mode=sleep_mode, max_images=max_images),
+                   loaded)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Load ``model``'s current weights into the engine, one layer at a time (``policy_weights``: a

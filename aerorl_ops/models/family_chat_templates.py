@@ -13,14 +13,19 @@ _CONTENT_LOOP = ("{% if message['content'] is string %}{{ message['content'] }}"
                  "{% elif 'text' in item %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}")
 
 
-def _content(image_placeholder: str) -> str:
-    """Message content: its text, with ``image_placeholder`` where an image item is."""
-    return _CONTENT_LOOP.replace("IMAGE", image_placeholder)
+def _content(image_placeholder: str, video_placeholder: str = "") -> str:
+    """Message content: its text, with ``image_placeholder`` where an image item is and, for a family whose
+    processor takes video, ``video_placeholder`` where a video item is (else a video item writes nothing)."""
+    content = _CONTENT_LOOP.replace("IMAGE", image_placeholder)
+    if not video_placeholder:
+        return content
+    return content.replace("{% elif 'text' in item %}",
+                           "{% elif item['type'] == 'video' %}" + video_placeholder + "{% elif 'text' in item %}")
 
 
 QWEN3_VL_CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    + _content("<|vision_start|><|image_pad|><|vision_end|>")
+    + _content("<|vision_start|><|image_pad|><|vision_end|>", "<|vision_start|><|video_pad|><|vision_end|>")
     + "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 """Qwen3-VL instruct: Qwen's turns without a default system prompt."""
@@ -36,14 +41,14 @@ GEMMA3_CHAT_TEMPLATE = (
 
 LLAVA_ONEVISION_CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    + _content("<image>\n")
+    + _content("<image>\n", "<video>\n")
     + "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 """LLaVA-OneVision (Qwen2 language model): ChatML turns, an image as ``<image>``."""
 
 INTERNVL_CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    + _content("<IMG_CONTEXT>\n")
+    + _content("<IMG_CONTEXT>\n", "<video>\n")
     + "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 """InternVL (``-hf`` layout): ChatML turns, an image as ``<IMG_CONTEXT>``."""
@@ -51,7 +56,7 @@ INTERNVL_CHAT_TEMPLATE = (
 IDEFICS3_CHAT_TEMPLATE = (
     "<|begin_of_text|>{% for message in messages %}{{ message['role'] | capitalize }}"
     "{% if message['content'] is not string and message['content'][0]['type'] == 'image' %}:{% else %}: {% endif %}"
-    + _content("<image>")
+    + _content("<image>", "<video>")
     + "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}"
 )
 """Idefics3 / SmolVLM / SmolVLM2: ``User:`` / ``Assistant:`` turns ended by ``<end_of_utterance>``."""

@@ -87,7 +87,8 @@ def _video_processor_optional(stock_init):
 Qwen2VLImageOnlyProcessor = image_only(Qwen2VLProcessor)
 """The embedded default's processor."""
 
-VIDEO_PROCESSOR_KEYS = ("image_mean", "image_std", "merge_size", "patch_size", "size", "temporal_patch_size")
+VIDEO_PROCESSOR_KEYS = ("image_mean", "image_std", "max_image_size", "merge_size", "patch_size", "size",
+                        "temporal_patch_size")
 
 
 def save_processor(processor, output_dir: Path) -> None:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from aerorl_ops.rows.item_table import OPTIONAL_COLUMNS, ROW_SCHEMA, items_to_table, table_to_items
+from aerorl_ops.rows.item_table import (
+    OPTIONAL_COLUMNS,
+    ROW_SCHEMA,
+    SINGLE_IMAGE_COLUMN,
+    items_to_table,
+    table_to_items,
+)
 from aerorl_ops.rows.task_item import TaskItem
 
 
@@ -33,13 +39,15 @@ def write_items_parquet(items: Sequence[TaskItem], path: Path) -> Path:
 
 
 def read_items_parquet(path: Path) -> list[TaskItem]:
-    """The items of a rows file written by :func:`write_items_parquet` (or before some columns existed:
-    ``item_table``)."""
+    """The items of a rows file written by :func:`write_items_parquet` (or before some columns existed, a
+    single-image file's ``image_bytes`` included: ``item_table``)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: rows file does not exist (write it with write_items_parquet first)")
     names = pq.read_schema(path).names
-    missing = [name for name in ROW_SCHEMA.names if name not in names and name not in OPTIONAL_COLUMNS]
+    present = {*names, *(["images"] if SINGLE_IMAGE_COLUMN in names else [])}
+    missing = [name for name in ROW_SCHEMA.names if name not in present and name not in OPTIONAL_COLUMNS]
     if missing:
         raise ValueError(f"{path}: not a rows file, missing columns {missing} of ROW_SCHEMA")
-    return table_to_items(pq.read_table(path, columns=[name for name in ROW_SCHEMA.names if name in names]))
+    wanted = [*ROW_SCHEMA.names, SINGLE_IMAGE_COLUMN]
+    return table_to_items(pq.read_table(path, columns=[name for name in wanted if name in names]))

@@ -33,6 +33,10 @@ class TaskItem:
     None when the dataset has none. ``evidence_entities`` are the strings visible in the image that
     support the answer (the grounding reward compares claimed entities with them); they default to
     the answers, as datasets without such an annotation have none.
+
+    ``video`` is a row's video as its sampled frames (encoded image bytes, in time order;
+    ``rows.video_frames``), shown where the messages' one ``{"type": "video"}`` part is, and
+    ``video_fps`` the frames kept per second of the clip; a row without a video has ``()`` and None.
     """
 
     item_id: str
@@ -45,10 +49,13 @@ class TaskItem:
     messages: tuple[Message, ...] = ()
     question_type: str | None = None
     evidence_entities: tuple[str, ...] = ()
+    video: tuple[bytes, ...] = ()
+    video_fps: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "answers", tuple(self.answers))
         object.__setattr__(self, "images", tuple(self.images))
+        object.__setattr__(self, "video", tuple(self.video))
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "evidence_entities", tuple(self.evidence_entities or self.answers))
 

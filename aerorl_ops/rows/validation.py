@@ -11,7 +11,10 @@ silently dropped, when:
 * its (first) image's bytes are missing, fail ``PIL.Image.verify()``, fail a full decode
   (truncated files often pass ``verify()``; a fresh ``load()`` catches them), or hold
   more than ``max_image_pixels`` pixels; then each further image of a multi-image record
-  is checked the same way, its rejection naming its position (``image 1: ...``).
+  is checked the same way, its rejection naming its position (``image 1: ...``);
+* a video's frame fails the same image checks (``video frame 2: ...``). A record with a video
+  and no image is checked for its frames alone; one with neither is rejected for its missing
+  image unless ``RowChecks.allow_no_image`` (a text-only question).
 
 Normalisation: the question and each alias are stripped of surrounding whitespace;
 ``None`` and blank aliases are skipped; aliases are deduplicated keeping first order.
@@ -47,6 +50,8 @@ class RowChecks:
     max_image_pixels: int = MAX_IMAGE_PIXELS
     allow_unanswered: bool = False
     """Keep rows with no answer aliases (e.g. DocVQA test, whose answers are withheld)."""
+    allow_no_image: bool = False
+    """Keep rows with no image and no video: text-only questions (a ``jsonl`` dataset's ``allow_no_image``)."""
 
 
 DEFAULT_CHECKS = RowChecks()
@@ -74,6 +79,8 @@ class ItemCandidate:
     messages: Sequence[Message] = ()
     question_type: str | None = None
     evidence_entities: tuple[str, ...] = field(default=())
+    video: Sequence[bytes] = ()
+    video_fps: float | None = None
 
     def rejected(self, reason: str) -> RejectedRow:
         """This record rejected for ``reason``."""
@@ -98,11 +105,16 @@ def validate_item(candidate: ItemCandidate, checks: RowChecks = DEFAULT_CHECKS) 
             raise _Reject("missing sample id")
         question = _checked_question(candidate.question, checks)
         answers = _checked_answers(candidate.answers, checks)
-        _checked_image(candidate.images[0] if candidate.images else None, checks)
+        if candidate.images or not (candidate.video or checks.allow_no_image):
+            _checked_image(candidate.images[0] if candidate.images else None, checks)
         for position, image in enumerate(candidate.images[1:], start=1):
             problem = "missing image bytes" if not image else image_problem(image, checks.max_image_pixels)
             if problem:
                 raise _Reject(f"image {position}: {problem}")
+        for position, frame in enumerate(candidate.video):
+            problem = "missing image bytes" if not frame else image_problem(frame, checks.max_image_pixels)
+            if problem:
+                raise _Reject(f"video frame {position}: {problem}")
     except _Reject as rejection:
         return candidate.rejected(str(rejection))
     return TaskItem(
@@ -116,6 +128,8 @@ def validate_item(candidate: ItemCandidate, checks: RowChecks = DEFAULT_CHECKS) 
         messages=tuple(candidate.messages),
         question_type=candidate.question_type,
         evidence_entities=candidate.evidence_entities,
+        video=tuple(candidate.video),
+        video_fps=candidate.video_fps,
     )
 
 

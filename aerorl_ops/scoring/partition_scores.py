@@ -6,9 +6,10 @@ per-record stack), and the score table is assembled column by column. The standa
 manual baseline are Python string rules, applied to the response and reference columns.
 
 ``correct`` is each row's task accuracy, the test its dataset's environment grades with: DocVQA
-ANLS >= 0.5, ChartQA relaxed accuracy, exact match after normalisation for every other kind
-(easy-VQA, JSONL, Parquet). A row's kind comes from ``kinds`` (dataset name -> environment kind,
-from the config's ``[datasets]``); a dataset not in it is its own kind.
+ANLS >= 0.5, ChartQA relaxed accuracy, ARC an exact grid match (``text.arc_grids``), exact match
+after normalisation for every other kind (easy-VQA, JSONL, Parquet). A row's kind comes from
+``kinds`` (dataset name -> environment kind, from the config's ``[datasets]``); a dataset not in it is
+its own kind.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from aerorl_ops.rewards.replay_lines import REPLAY_SCHEMA
 from aerorl_ops.rewards.stack import WeightedRewardStack, build_reward_stack
 from aerorl_ops.rewards.verifiers import prediction_text
 from aerorl_ops.storage.schema import SCORE_FIELDS, output_schema
+from aerorl_ops.text.arc_grids import grid_scores
 from aerorl_ops.text.exact_match import answers_match, predicted_answer
 
 SCORE_SCHEMA = output_schema(SCORE_FIELDS)
@@ -79,11 +81,15 @@ def is_correct(kind: str, response: str, references: Sequence[str], anls_score: 
 
     >>> is_correct("easy_vqa", "Teal.", ["teal"], None, None), is_correct("docvqa", "x", ["y"], 0.2, None)
     (True, False)
+    >>> is_correct("arc", "The grid:\\n0 1\\n1 0", ["01\\n10"], None, None)
+    True
     """
     if kind == "docvqa":
         return anls_score is not None and anls_score >= ANLS_CORRECT
     if kind == "chartqa":
         return relaxed is not None and relaxed >= RELAXED_ACCURACY_CORRECT
+    if kind == "arc":
+        return bool(references) and grid_scores(response, references[0]).exact
     return bool(references) and answers_match(predicted_answer(response), references)
 
 

@@ -169,11 +169,15 @@ GENERATION_FIELDS = (
     pa.field("vision_tokens", pa.int32()),
     pa.field("batch_index", pa.int32()),
 )
-"""One generated sample (``aerorl_ops.generation.generations_table.GENERATION_SCHEMA`` adds its batch size)."""
+"""One generated sample (``aerorl_ops.generation.generations_table.GENERATION_SCHEMA`` adds its batch size
+and its image count)."""
+IMAGE_COUNT = pa.field("image_count", pa.int32())
+"""How many images the sample's prompt showed (``vision_tokens`` counts all of theirs). Added last, so a table
+made before it gains it through ``ensure_tables`` in the same place; its earlier rows hold NULL."""
 
 GENERATIONS = TableSpec(
     "generations",
-    pa.schema([*BENCHMARK_KEY, *GENERATION_FIELDS, pa.field("dagster_run_id", pa.string())]),
+    pa.schema([*BENCHMARK_KEY, *GENERATION_FIELDS, pa.field("dagster_run_id", pa.string()), IMAGE_COUNT]),
     _BENCHMARK_KEY_COLUMNS,
 )
 

@@ -1,7 +1,7 @@
 """The training tables: ``training_runs``, ``training_steps``, ``training_evals``, ``training_eval_types``,
-``training_rollouts``. Each is declared once, as the dataclass of one row; its columns derive from the fields
-(``storage.columns``). A table whose row type has no ``run_id`` field starts with a ``run_id`` column: the
-recorder gives every row of a run its id."""
+``training_eval_sources``, ``training_rollouts``. Each is declared once, as the dataclass of one row; its
+columns derive from the fields (``storage.columns``). A table whose row type has no ``run_id`` field starts
+with a ``run_id`` column: the recorder gives every row of a run its id."""
 
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ class StepStats:
     sampling_rounds: int | None = None  # RL: rollout rounds of the step
     padded_token_fraction: float | None = None  # padding / all positions of the step's micro-batches
     behaviour_step: int | None = None  # RL: the step after which the weights that sampled its replies were taken
+    # RL on a mixture (envs.mixture): JSON {source: {"accuracy": share correct or null, "n": replies}} of the
+    # rollout, every part of the mixture listed; None for a run on one dataset
+    accuracy_by_source: str | None = column(pa.json_(), default=None)
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)
@@ -122,6 +125,19 @@ class TrainingEvalTypeRow:
 
 
 @dataclass(frozen=True)
+class TrainingEvalSourceRow:
+    """The accuracy of one held-out evaluation on the items of one source dataset of a mixture (``envs.mixture``:
+    a part's ``[datasets.<name>]`` name); a ``training_eval_sources`` row less the run id. A run on one dataset has
+    none. ``accuracy`` is None when the evaluated sample holds no item of that source (``n`` = 0)."""
+
+    step: int = column(required=True)
+    phase: str = column(required=True)
+    source: str = column(required=True)
+    accuracy: float | None
+    n: int | None
+
+
+@dataclass(frozen=True)
 class RolloutRow:
     """One sampled reply of an RL step (a share, ``rollout_log_rate``, of each step's replies is kept, so a
     reward curve's rollouts can be read): a ``training_rollouts`` row less the run id."""
@@ -145,7 +161,10 @@ TRAINING_STEPS = TableSpec("training_steps", pa.schema([RUN_ID, *record_columns(
 TRAINING_EVALS = TableSpec("training_evals", pa.schema([RUN_ID, *record_columns(TrainingEvalRow)]), ("run_id",))
 TRAINING_EVAL_TYPES = TableSpec("training_eval_types", pa.schema([RUN_ID, *record_columns(TrainingEvalTypeRow)]),
                                 ("run_id",))
+TRAINING_EVAL_SOURCES = TableSpec("training_eval_sources",
+                                  pa.schema([RUN_ID, *record_columns(TrainingEvalSourceRow)]), ("run_id",))
 TRAINING_ROLLOUTS = TableSpec("training_rollouts", pa.schema([RUN_ID, *record_columns(RolloutRow)]),
                               ("run_id", "step"))
 
-TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_ROLLOUTS)
+TRAINING_TABLES = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_EVAL_SOURCES,
+                   TRAINING_ROLLOUTS)

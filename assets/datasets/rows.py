@@ -95,7 +95,7 @@ def rows_materialization(context: dg.AssetExecutionContext, dataset: DatasetSett
     for rejected in result.rejected[:20]:
         context.log.warning(f"rejected {rejected.locator}: {rejected.reason}")
     table = items_to_table(result.items)
-    preview = table.drop_columns(["image_bytes"]).to_pandas()
+    preview = table.drop_columns(["images"]).to_pandas()
     return dg.MaterializeResult(value=table, data_version=dg.DataVersion(source.version), metadata={
         "dagster/row_count": table.num_rows,
         "kind": dataset.kind,

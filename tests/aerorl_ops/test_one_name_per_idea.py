@@ -82,9 +82,9 @@ def test_an_unknown_environment_is_one_line_listing_kinds_and_datasets():
     config = parse_benchmark_config(MINIMAL, path="bench.toml")
     with pytest.raises(ConfigError) as raised:
         named_env("shapes", config.datasets, split="test", limit=2, seed=0, role="eval environment")
-    assert str(raised.value) == ("eval environment 'shapes' is neither an environment kind (chartqa, docvqa, "
-                                 "easy_vqa, easy_vqa_two_tries, jsonl, parquet) nor a configured dataset "
-                                 "(chartqa, docvqa, easy_vqa)")
+    assert str(raised.value) == ("eval environment 'shapes' is neither an environment kind (arc, chartqa, docvqa, "
+                                 "easy_vqa, easy_vqa_pairs, easy_vqa_two_tries, gymnasium, jsonl, mixture, parquet) "
+                                 "nor a configured dataset (chartqa, docvqa, easy_vqa)")
     assert "\n" not in str(raised.value)
 
 

@@ -86,7 +86,7 @@ def test_a_group_of_one_is_fine_for_an_algorithm_without_groups(capsys):
 def test_an_unknown_environment_lists_the_known_ones(capsys):
     line = refused(capsys, ["train", "--env", "nope"])
     assert line == ("aerorl: configuration error: aerorl train: training environment 'nope' is neither an "
-                    "environment kind (chartqa, docvqa, easy_vqa, easy_vqa_two_tries, jsonl, parquet) nor a "
+                    "environment kind (chartqa, docvqa, easy_vqa, easy_vqa_two_tries, gymnasium, jsonl, parquet) nor a "
                     "configured dataset (chartqa, docvqa, easy_vqa)")
 
 

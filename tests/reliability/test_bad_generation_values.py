@@ -34,7 +34,7 @@ STATS = PartitionStats(model_source="/models/tiny", device="cpu", batch_size=2, 
 
 def sample(row, **overrides) -> GeneratedSample:
     values = dict(sample_id=row.item_id, prompt=row.question, response='{"answer": "x"}', raw_response="",
-                  generated_tokens=3, prompt_text_tokens=12, vision_tokens=16, latency_ms=40.0,
+                  generated_tokens=3, prompt_text_tokens=12, vision_tokens=16, image_count=1, latency_ms=40.0,
                   batch_latency_ms=80.0, batch_index=0, batch_size=2)
     return GeneratedSample(**{**values, **overrides})
 

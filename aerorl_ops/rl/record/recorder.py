@@ -1,8 +1,8 @@
 """A training run's rows, appended to the report database as they happen.
 
 Each ``training_steps`` row is written when its step ends, each ``training_evals`` /
-``training_eval_types`` row (and the ``eval_*`` rows of a sampled evaluation) when its evaluation
-ends, each as an upsert by its key (``ROW_KEYS``; an eval id for the ``eval_*`` tables) in one
+``training_eval_types`` / ``training_eval_sources`` row (and the ``eval_*`` rows of a sampled evaluation)
+when its evaluation ends, each as an upsert by its key (``ROW_KEYS``; an eval id for the ``eval_*`` tables) in one
 transaction: a resumed run re-records the steps after its checkpoint in place, and a run killed at
 any point keeps every row it wrote. The ``training_runs`` row is written when the run starts and
 completed when it ends (``finished_at``). Only :meth:`RunRecorder.start` with ``fresh=True`` (a run
@@ -27,7 +27,14 @@ import pyarrow as pa
 
 from aerorl_ops.eval_runner.held_out import EvalResult
 from aerorl_ops.rl.record.result import SampledEval
-from aerorl_ops.rl.record.rows import TrainingRunRecord, eval_rows, eval_type_rows, sampled_eval_writes, step_rows
+from aerorl_ops.rl.record.rows import (
+    TrainingRunRecord,
+    eval_rows,
+    eval_source_rows,
+    eval_type_rows,
+    sampled_eval_writes,
+    step_rows,
+)
 from aerorl_ops.rl.step.rollout_samples import RolloutSample
 from aerorl_ops.rl.step.stats import StepStats
 from aerorl_ops.rows.load_result import RejectedRow
@@ -42,6 +49,7 @@ from aerorl_ops.storage.duckdb_store import (
 from aerorl_ops.storage.eval_schema import EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, EVAL_SAMPLES, EVAL_TABLES
 from aerorl_ops.storage.schema import REJECTED_ROWS, TableSpec
 from aerorl_ops.storage.training_schema import (
+    TRAINING_EVAL_SOURCES,
     TRAINING_EVAL_TYPES,
     TRAINING_EVALS,
     TRAINING_ROLLOUTS,
@@ -58,6 +66,7 @@ ROW_KEYS: Mapping[str, tuple[str, ...]] = {
     TRAINING_STEPS.name: ("run_id", "step"),
     TRAINING_EVALS.name: ("run_id", "step", "phase"),
     TRAINING_EVAL_TYPES.name: ("run_id", "step", "phase", "question_type"),
+    TRAINING_EVAL_SOURCES.name: ("run_id", "step", "phase", "source"),
 }
 """The columns that name one row of each training table: a write replaces the stored row of its key."""
 ROLLOUT_IMAGES_DIR = "rollout_images"
@@ -189,7 +198,8 @@ class RunRecorder:
 
     def evaluation(self, evaluation: EvalResult) -> None:
         self._upsert(TRAINING_EVALS, eval_rows(self.run_id, [evaluation]),
-                     (TRAINING_EVAL_TYPES, eval_type_rows(self.run_id, [evaluation])))
+                     (TRAINING_EVAL_TYPES, eval_type_rows(self.run_id, [evaluation])),
+                     (TRAINING_EVAL_SOURCES, eval_source_rows(self.run_id, [evaluation])))
 
     def sampled(self, sampled: SampledEval) -> None:
         with self.connect() as conn, transaction(conn):

@@ -1,7 +1,7 @@
-"""A training run as DuckDB rows: ``training_runs``, ``training_steps``, ``training_evals`` and
-``training_eval_types`` (row types and tables in ``aerorl_ops.storage.training_schema``), plus the ``eval_*``
-rows of its sampled evaluations. Each builder makes the rows of one record as it happens (``rl.record.recorder``
-writes them)."""
+"""A training run as DuckDB rows: ``training_runs``, ``training_steps``, ``training_evals``,
+``training_eval_types`` and ``training_eval_sources`` (row types and tables in
+``aerorl_ops.storage.training_schema``), plus the ``eval_*`` rows of its sampled evaluations. Each builder
+makes the rows of one record as it happens (``rl.record.recorder`` writes them)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ from aerorl_ops.rl.runtime.policy import reference_mode
 from aerorl_ops.rl.step.stats import StepStats
 from aerorl_ops.storage.duckdb_store import PartitionWrite
 from aerorl_ops.storage.training_schema import (
+    TRAINING_EVAL_SOURCES,
     TRAINING_EVAL_TYPES,
     TRAINING_EVALS,
     TRAINING_STEPS,
     TrainingEvalRow,
+    TrainingEvalSourceRow,
     TrainingEvalTypeRow,
     TrainingRunRow,
 )
@@ -91,6 +93,14 @@ def eval_type_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
     return TRAINING_EVAL_TYPES.rows([TrainingEvalTypeRow(step=e.step, phase=e.phase, question_type=kind,
                                                          accuracy=value.accuracy, n=value.n)
                                      for e in evals for kind, value in e.report.by_type.items()], run_id=run_id)
+
+
+def eval_source_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
+    """``training_eval_sources`` rows of ``evals``: one per evaluation and source dataset of a mixture (none for
+    a run on one dataset); accuracy None for a source without an item in the sample."""
+    return TRAINING_EVAL_SOURCES.rows([TrainingEvalSourceRow(step=e.step, phase=e.phase, source=source,
+                                                             accuracy=value.accuracy if value.n else None, n=value.n)
+                                       for e in evals for source, value in e.by_source.items()], run_id=run_id)
 
 
 def sampled_eval_id(run_id: str, sampled: SampledEval) -> str:

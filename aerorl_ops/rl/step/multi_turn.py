@@ -17,6 +17,13 @@ for a prompt) and the conversation's per-image tensors are the processor's for a
 images in order, the first turn's then each later turn's (``encode_episodes``), so each image stays at
 its own turn's placeholders. A batch rebuilt from completion ids alone (another rank's rows, a token
 budget's cut) finds the later turns' images again by replaying the episode (``replayed_turns``).
+
+With a ``ReplySampler`` (``rollout_backend = "vllm"``), each turn's replies come from the engine instead,
+one request per episode: the conversation so far as text (the first turn's prompt, each reply decoded
+with its special tokens, each environment turn as the chat template writes it, image placeholders
+unexpanded) with every image shown so far (``episode_images`` sizes the engine's per-prompt limit). The
+completion still holds the sampled token ids, which the policy scores; only the engine's view of an
+earlier reply is its text re-tokenized, the same ids unless a reply's text tokenizes another way.
 """
 
 from __future__ import annotations
@@ -33,11 +40,12 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling, generate_replies
-from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
-from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.eval_runner.replies import encode_observations, media_kwargs, observation_prompts, shown_observations
+from aerorl_ops.generation.batched import eos_token_ids, max_image_count
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.step.per_token_inputs import OWN_INPUTS, TOKEN_TYPE_INPUTS, per_token_names
+from aerorl_ops.rl.step.reply_sampler import ReplySampler
 from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -49,6 +57,12 @@ PROBE = [{"role": "user", "content": [{"type": "text", "text": "?"}]},
 def max_turns(env: TaskEnv) -> int:
     """The environment's turns per episode at most (1 for a single-turn one)."""
     return int(getattr(env, "max_turns", 1))
+
+
+def episode_images(env: TaskEnv) -> int:
+    """The most images one episode of ``env`` may show, as a sampler's per-prompt limit: its items' most (at
+    least 1), once per turn (an environment turn is taken to show no more images than the first turn)."""
+    return max_image_count(env.items) * max_turns(env)
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ def env_turn(loaded: LoadedVLM, observation: Observation) -> EnvTurn:
     parts = tuple(tuple((part.get("type", "text"), part.get("text", "")) for part in message["content"])
                   for message in observation.messages)
     images = sum(kind == "image" for message in parts for kind, _ in message)
+    if observation.video:
+        raise ValueError("an environment turn after the first shows a video; only an episode's first turn may "
+                         "(show a later turn's frames as images)")
     if images != len(observation.images):
         raise ValueError(f"an environment turn shows {images} image placeholder(s) for {len(observation.images)} "
                          "image(s); give one {'type': 'image'} part per image, in order")
@@ -124,11 +141,13 @@ def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], late
         raise ValueError("an environment turn shows an image in an episode whose first turn shows none: this "
                          "model types its image tokens, and multi-turn episodes take the types from the first "
                          "turn's prompt; show an image in the first turn")
+    shown = shown_observations(loaded, observations)  # a first turn's video as the model takes it
     texts = [prompt + "".join(turn.text for turn in turns)
-             for prompt, turns in zip(observation_prompts(loaded, observations), later, strict=True)]
+             for prompt, turns in zip(observation_prompts(loaded, shown), later, strict=True)]
     images = [list(o.images) + [image for turn in turns for image in turn.images]
-              for o, turns in zip(observations, later, strict=True)]
-    whole = loaded.on_device(loaded.processor(text=texts, images=images, return_tensors="pt", padding=True))
+              for o, turns in zip(shown, later, strict=True)]
+    whole = loaded.on_device(loaded.processor(text=texts, **media_kwargs(loaded, shown, texts, images),
+                                              return_tensors="pt", padding=True))
     per_token = (*OWN_INPUTS, *per_token_names(inputs))
     for name, value in whole.items():
         if name not in per_token:
@@ -188,6 +207,7 @@ class Episode:
     turn_rewards: list[tuple[int, float]] = field(default_factory=list)  # (completion position, reward)
     reply_texts: list[str] = field(default_factory=list)
     later: list[EnvTurn] = field(default_factory=list)  # the environment's turns after the first
+    text: str = ""  # the completion so far as the chat template writes it (image placeholders unexpanded)
     truncated: bool = False  # the last reply was cut at max_new_tokens
     correct: bool = False  # the environment's accuracy test at its last step
     components: dict[str, float] = field(default_factory=dict)
@@ -206,9 +226,38 @@ class Episodes:
     later: list[list[EnvTurn]]  # [B] the environment's turns after the first
 
 
+def _generated(loaded: LoadedVLM, observations: Sequence[Observation], episodes: Sequence[Episode], turn: int,
+               max_new_tokens: int, sampling: Sampling | None) -> Replies:
+    """The episodes' next replies from the policy's ``generate``, each continuing its conversation's tokens."""
+    prompts = encode_episodes(loaded, observations, [episode.later for episode in episodes])
+    if turn == 0:
+        return generate_replies(loaded, prompts, max_new_tokens, sampling)
+    batch = append_completions(prompts, [episode.completion for episode in episodes], loaded)
+    return generate_replies(loaded, left_padded(batch), max_new_tokens, sampling)
+
+
+def _sampled(loaded: LoadedVLM, sampler: ReplySampler, observations: Sequence[Observation],
+             episodes: Sequence[Episode], max_new_tokens: int, sampling: Sampling | None,
+             seed: int | None) -> Replies:
+    """The episodes' next replies from ``sampler``, one request each: its conversation so far as text (the first
+    turn's prompt, then each reply and environment turn as written) with every image shown so far, in order."""
+    shown = shown_observations(loaded, observations)
+    if any(o.video for o in shown):
+        raise ValueError("a multi-turn episode shows a video, which a vLLM sampler does not take here: sample its "
+                         'rollouts with rollout_backend = "hf"')
+    prompts = [prompt + episode.text for prompt, episode in zip(observation_prompts(loaded, shown), episodes,
+                                                                  strict=True)]
+    images = [[*o.images, *(image for turn in episode.later for image in turn.images)]
+              for o, episode in zip(shown, episodes, strict=True)]
+    return Replies(*sampler.sample(prompts, images, max_new_tokens, sampling, n=1, seed=seed))
+
+
 def sample_episodes(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem], max_new_tokens: int,
-                    sampling: Sampling | None) -> Episodes:
-    """One episode per item (module docstring): sampled, or greedy when ``sampling`` is None."""
+                    sampling: Sampling | None, sampler: ReplySampler | None = None,
+                    seed: int | None = None) -> Episodes:
+    """One episode per item (module docstring): sampled, or greedy when ``sampling`` is None; each turn's
+    replies from ``sampler`` when given (a vLLM engine: turn t's request for item i seeded with
+    ``seed + t * len(items) + i``), else from the policy's ``generate``."""
     eos, end = eos_token_ids(loaded), end_of_turn_id(loaded.processor, loaded.source.label)
     started = [env.reset(item) for item in items]
     states = [state for state, _ in started]
@@ -216,14 +265,12 @@ def sample_episodes(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem], 
     episodes = [Episode() for _ in items]
     active = list(range(len(items)))
     for turn in range(max_turns(env)):
-        prompts = encode_episodes(loaded, [observations[row] for row in active],
-                                  [episodes[row].later for row in active])
-        if turn == 0:
-            inputs = prompts
+        shown, going = [observations[row] for row in active], [episodes[row] for row in active]
+        if sampler is None:
+            replies = _generated(loaded, shown, going, turn, max_new_tokens, sampling)
         else:
-            batch = append_completions(prompts, [episodes[row].completion for row in active], loaded)
-            inputs = left_padded(batch)
-        replies = generate_replies(loaded, inputs, max_new_tokens, sampling)
+            replies = _sampled(loaded, sampler, shown, going, max_new_tokens, sampling,
+                               None if seed is None else seed + turn * len(items))
         still = []
         for k, row in enumerate(active):
             ids, text, episode = replies.token_ids[k], replies.texts[k], episodes[row]
@@ -240,6 +287,7 @@ def sample_episodes(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem], 
             closing = [] if ids and ids[-1] == end else [end]  # the reply's end of turn, when it did not write it
             written = env_turn(loaded, result.observation)
             episode.later.append(written)
+            episode.text += loaded.tokenizer.decode(ids + closing, skip_special_tokens=False) + written.text
             tokens = closing + list(written.ids)
             episode.completion += tokens
             episode.action += [False] * len(tokens)

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import torch
-from PIL import Image
 
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.episodes import (
@@ -37,23 +36,16 @@ from aerorl_ops.eval_runner.episodes import (
     micro_batches,
     observe_all,
 )
-from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
+from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts, shown_observations
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.generation.generator_sampling import PrivateRng
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.step.multi_turn import encode_episodes, max_turns, replayed_turns, sample_episodes
 from aerorl_ops.rl.step.prompts import Prompt, drawn_prompts, prompt_items
+from aerorl_ops.rl.step.reply_sampler import ReplySampler
 from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions
 from aerorl_ops.rows.task_item import TaskItem
-
-
-class ReplySampler(Protocol):
-    """What samples rollout replies in place of the policy's ``generate``: ``VLLMSampler`` has it."""
-
-    def sample(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
-               sampling: Sampling | None, n: int | Sequence[int] = 1,
-               seed: int | None = None) -> tuple[list[list[int]], list[str], list[bool]]: ...
 
 
 def prompt_runs(groups: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -111,10 +103,7 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Promp
         if rng is not None:
             raise ValueError(f"environment {env.name!r} is multi-turn: its episodes sample from torch's global RNG, "
                              "not a private generator")
-        if sampler is not None:
-            raise ValueError(f"environment {env.name!r} is multi-turn: its rollouts need rollout_backend = \"hf\" "
-                             "(a vLLM sampler takes one prompt per reply)")
-        return _multi_turn_parts(loaded, env, parts, max_new_tokens, sampling, seeds)
+        return _multi_turn_parts(loaded, env, parts, max_new_tokens, sampling, seeds, sampler)
     batches, token_ids, texts, truncated = [], [], [], []
     started = time.perf_counter()
     for k, part in enumerate(parts):
@@ -123,7 +112,10 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Promp
         if sampler is not None:
             seed = None if seeds is None else seeds[k] * SEEDS_PER_PART % 2**62
             firsts, counts = prompt_runs([p.group for p in part])  # one request per prompt, n = its replies here
-            asked = [observations[row] for row in firsts]
+            asked = shown_observations(loaded, [observations[row] for row in firsts])
+            if any(o.video for o in asked):
+                raise ValueError(f"environment {env.name!r} shows a video, which a vLLM sampler does not take here: "
+                                 "sample its rollouts with rollout_backend = \"hf\"")
             replies = Replies(*sampler.sample(observation_prompts(loaded, asked), [o.images for o in asked],
                                               max_new_tokens, sampling, n=counts, seed=seed))
         else:
@@ -143,15 +135,17 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Promp
 
 
 def _multi_turn_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Prompt]], max_new_tokens: int,
-                      sampling: Sampling, seeds: Sequence[int] | None) -> Rollout:
-    """``sample_parts`` for a multi-turn environment: one episode per prompt (``rl.step.multi_turn``)."""
+                      sampling: Sampling, seeds: Sequence[int] | None, sampler: ReplySampler | None) -> Rollout:
+    """``sample_parts`` for a multi-turn environment: one episode per prompt (``rl.step.multi_turn``), each
+    turn's replies from ``sampler`` when given (its requests seeded as a single-turn part's)."""
     started = time.perf_counter()
     batches, episodes = [], []
     for k, part in enumerate(parts):
-        if seeds is not None:
+        seed = None if seeds is None else seeds[k] * SEEDS_PER_PART % 2**62
+        if seeds is not None and sampler is None:
             torch.manual_seed(seeds[k])
         items = prompt_items(part)
-        episodes.append(sample_episodes(loaded, env, items, max_new_tokens, sampling))
+        episodes.append(sample_episodes(loaded, env, items, max_new_tokens, sampling, sampler, seed))
         batches.append(append_completions(encode_episodes(loaded, observe_all(env, items), episodes[-1].later),
                                           episodes[-1].replies.token_ids, loaded))
     replies = Replies(*(sum((getattr(e.replies, name) for e in episodes), []) for name in Replies._fields))

@@ -1,8 +1,10 @@
 """Per-step statistics of training, as plain values: a ``StepStats`` (``storage.training_schema``, one
-``training_steps`` row each) from a step's outcome and batches."""
+``training_steps`` row each) from a step's outcome and batches. On a mixture (``envs.mixture``) an RL step's
+row also holds the rollout's accuracy per source dataset (``accuracy_by_source``); on one dataset, None."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,12 +12,16 @@ from dataclasses import dataclass
 import psutil
 import torch
 
+from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.mixture import mixture_sources
+from aerorl_ops.eval_metrics.accuracy import accuracy_by
 from aerorl_ops.losses import masked_mean
 from aerorl_ops.rl.runtime.distributed import DataParallel
 from aerorl_ops.rl.step.loss import LossStats, token_weighted_sums
 from aerorl_ops.rl.step.rollout_rounds import GroupCounts
 from aerorl_ops.rl.step.sequences import SequenceBatch
 from aerorl_ops.rl.step.step_parts import Outcomes
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.storage.training_schema import StepStats
 
 
@@ -36,7 +42,7 @@ class StepOutcome:
     phase: str
     loss: float
     outcomes: Outcomes | None
-    extra: dict[str, float | None]
+    extra: dict[str, float | str | None]
     grad_norm: float
     learning_rate: float
     skipped: bool
@@ -80,15 +86,28 @@ def token_mean(dp: DataParallel, passes: Sequence[LossStats], name: str) -> floa
     return total / tokens if tokens else None
 
 
+def accuracy_by_source(env: TaskEnv, items: Sequence[TaskItem], correct: torch.Tensor) -> str | None:
+    """``training_steps.accuracy_by_source`` of a rollout of ``env``: JSON ``{source: {"accuracy", "n"}}`` over
+    the replies to ``items`` [B] (``correct`` [B] bool), every part of a mixture listed in order (accuracy
+    null for one without a reply); None when ``env`` is no mixture."""
+    sources = mixture_sources(env)
+    if not sources:
+        return None
+    by_source = accuracy_by(sources, zip((item.dataset for item in items), correct.tolist(), strict=True))
+    return json.dumps({source: {"accuracy": value.accuracy if value.n else None, "n": value.n}
+                       for source, value in by_source.items()})
+
+
 def rl_step_extra(dp: DataParallel, kl: torch.Tensor | None, mask: torch.Tensor, entropy: torch.Tensor,
-                  passes: Sequence[LossStats], groups: GroupCounts, behaviour_step: int) -> dict[str, float | None]:
+                  passes: Sequence[LossStats], groups: GroupCounts, behaviour_step: int,
+                  by_source: str | None = None) -> dict[str, float | str | None]:
     """An RL step's own statistics: the rollout's token-mean KL and entropy over ``mask`` [B, L], the
-    updates' token-mean clip and KL statistics over every rank, the sampling rounds' group counts, and which
-    weights sampled the step."""
+    updates' token-mean clip and KL statistics over every rank, the sampling rounds' group counts, which
+    weights sampled the step, and its accuracy per source (``accuracy_by_source``; None on one dataset)."""
     return {"kl": float(masked_mean(kl, mask)) if kl is not None else None,
             "entropy": float(masked_mean(entropy, mask)),
             **{name: token_mean(dp, passes, name) for name in (
                 "clip_fraction", "approx_kl", "dual_clip_fraction", "value_clip_fraction")},
             "groups_sampled": groups.sampled, "groups_kept": groups.kept, "groups_dropped": groups.dropped,
             "groups_filled": groups.filled, "sampling_rounds": groups.rounds,
-            "behaviour_step": behaviour_step}
+            "behaviour_step": behaviour_step, "accuracy_by_source": by_source}

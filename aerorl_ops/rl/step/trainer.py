@@ -79,6 +79,7 @@ from aerorl_ops.rl.runtime.sharding import held_bytes, sharding_for
 from aerorl_ops.rl.runtime.value_head import ValueHead
 from aerorl_ops.rl.step.behaviour import BehaviourWeights, SamplingWeights
 from aerorl_ops.rl.step.loss import RLLoss, Targets
+from aerorl_ops.rl.step.multi_turn import episode_images
 from aerorl_ops.rl.step.rollout import supervised_batch
 from aerorl_ops.rl.step.rollout_ahead import RolloutAhead, ahead_job
 from aerorl_ops.rl.step.rollout_engine import RolloutEngine
@@ -91,7 +92,7 @@ from aerorl_ops.rl.step.sequences import (
     completion_tokens,
     fused_completion_tokens,
 )
-from aerorl_ops.rl.step.stats import StepOutcome, StepStats, rl_step_extra, step_stats
+from aerorl_ops.rl.step.stats import StepOutcome, StepStats, accuracy_by_source, rl_step_extra, step_stats
 from aerorl_ops.rl.step.step_parts import (
     Outcomes,
     RolloutScores,
@@ -304,7 +305,7 @@ class RLTrainer:
         rollout = self._ahead.take(self.state.step, env, prompts) if sampling.off_policy else None
         if rollout is None:  # not sampled during the previous update
             rollout = step_rollout(sampling.loaded, env, prompts, settings, self.dp, self._sample_seed,
-                                   self.rollouts.synced(loaded), more_prompts)
+                                   self.rollouts.synced(loaded, episode_images(env)), more_prompts)
             self.rollouts.sleep()  # vllm_sleep_mode: the update has the device until the next sync
         share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each
         local_rows = share.rows(loaded.device)  # [b]
@@ -349,7 +350,8 @@ class RLTrainer:
         skipped = any(update.skipped for update in updates)
         self._count_step(skipped, "the loss or gradient of an update")
         passes = [stats for update in updates for stats in update.passes]
-        extra = rl_step_extra(self.dp, kl, mask, scores.entropy, passes, rollout.groups, sampling.behaviour_step)
+        extra = rl_step_extra(self.dp, kl, mask, scores.entropy, passes, rollout.groups, sampling.behaviour_step,
+                              accuracy_by_source(env, rollout.items, outcomes.correct))
         if scores.values is not None:
             extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
@@ -362,7 +364,7 @@ class RLTrainer:
         return score_rollout(self._policy(), self.value_head, reference, batches, mask)
 
     def _stats(self, phase: str, loss: float, batches: list[SequenceBatch], outcomes: Outcomes | None,
-               extra: dict[str, float | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
+               extra: dict[str, float | str | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
         return step_stats(self.dp, self._policy().loaded.device, StepOutcome(
             self.state.step, phase, loss, outcomes, extra, grad_norm, self.learning_rate, skipped), batches, started)
 

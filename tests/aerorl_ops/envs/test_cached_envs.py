@@ -11,7 +11,14 @@ import pytest
 
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.envs import item_envs
-from aerorl_ops.envs.cached import cache_mismatch, cached_env, env_table, items_sha256, table_rejected
+from aerorl_ops.envs.cached import (
+    NOT_KEPT_KEY,
+    cache_mismatch,
+    cached_env,
+    env_table,
+    items_sha256,
+    table_rejected,
+)
 from aerorl_ops.envs.configured import dataset_env, env_kwargs
 from aerorl_ops.envs.item_envs import ITEM_ENVS, items_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
@@ -67,7 +74,8 @@ def behaviour(env) -> tuple:
 
 
 def test_every_registered_kind_has_an_environment_over_items():
-    assert sorted(ITEM_ENVS) == sorted(ENVIRONMENTS)
+    """But a mixture, which is built from its parts' sources (``envs.mixture``; test_mixture.py)."""
+    assert sorted(ITEM_ENVS) == sorted(set(ENVIRONMENTS) - {"mixture"})
 
 
 def test_a_cached_environment_behaves_as_its_source_for_every_kind(tiny_files):
@@ -111,18 +119,31 @@ def test_missing_rows_or_a_table_without_its_source_are_not_used(tiny_files):
     assert cache_mismatch(dataset, bare) == "the cached rows do not say what they were drawn from"
 
 
-def test_items_a_rows_file_cannot_hold_leave_the_source_in_charge(tiny_files):
-    """A rows file holds one image per question: an item with two is left out, so the table is not used."""
+def test_an_item_with_two_images_is_cached_and_the_table_is_used(tiny_files):
     path = tiny_files.verl_parquet("two.parquet", verl_rows(tiny_files)[:2])  # the second item has two images
     dataset = DatasetSettings("two", kind="parquet", split="train", limit=None, path=str(path))
-    table = env_table(dataset)
-    assert table.column("sample_id").to_pylist() == ["two-10"]
+    table = through_parquet(env_table(dataset), tiny_files.folder)
     source = dataset_env(dataset)
-    env, came = cached_env(dataset, table, lambda: source)
+    assert table.column("sample_id").to_pylist() == ["two-10", "two-11"]
+    assert [len(images) for images in table.column("images").to_pylist()] == [1, 2]
+    env, came = cached_env(dataset, table, lambda: pytest.fail("the source is read again"))
+    assert came.cached and behaviour(env) == behaviour(source)
+    assert came.content_sha256 == items_sha256(source.items)
+
+
+def test_a_table_cached_when_rows_held_one_image_and_left_items_out_is_not_used(tiny_files):
+    """Cached before a rows file held several images: the item with two was left out, and the table says so."""
+    path = tiny_files.verl_parquet("two.parquet", verl_rows(tiny_files)[:2])
+    dataset = DatasetSettings("two", kind="parquet", split="train", limit=None, path=str(path))
+    table = env_table(dataset)
+    old = table.filter(pa.array([True, False])).replace_schema_metadata({
+        **table.schema.metadata, NOT_KEPT_KEY: b"1 items have other than one image (item 'two-11' has 2); a rows "
+                                               b"file holds one image per question"})
+    source = dataset_env(dataset)
+    env, came = cached_env(dataset, old, lambda: source)
     assert env is source and came.why_source == (
         "the cached rows leave items out: 1 items have other than one image (item 'two-11' has 2); a rows file "
         "holds one image per question")
-    assert came.content_sha256 == items_sha256(source.items) != items_sha256(env.items[:1])
 
 
 def test_a_kind_without_an_environment_over_items_reads_its_source(tiny_files, monkeypatch):

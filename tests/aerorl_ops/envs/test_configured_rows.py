@@ -1,14 +1,16 @@
-"""Task items as benchmark rows: one image per question, the environment's messages kept, and the
-item surviving the Parquet round trip unchanged."""
+"""Task items as benchmark rows: at least one image and at most the dataset's ``max_images`` per question,
+the environment's messages kept, and the item surviving the Parquet round trip unchanged."""
 
 from __future__ import annotations
 
 import io
+import json
+from dataclasses import replace
 
 from PIL import Image
 
-from aerorl_ops.config.datasets import DatasetSettings
-from aerorl_ops.envs.configured import benchmark_row, dataset_rows
+from aerorl_ops.config.datasets import MAX_IMAGES_DEFAULT, DatasetSettings
+from aerorl_ops.envs.configured import benchmark_row, dataset_env, dataset_fingerprint, dataset_rows
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.rows.parquet_io import read_items_parquet, write_items_parquet
 from aerorl_ops.rows.task_item import TaskItem, prompt_text
@@ -39,11 +41,53 @@ def test_an_item_becomes_a_row_and_round_trips_through_parquet(tmp_path):
     assert read_items_parquet(path) == [row]
 
 
-def test_an_item_without_exactly_one_image_is_rejected_with_the_reason():
-    for images in ((), (png(), png())):
-        rejected = benchmark_row(item(images), "shapes")
-        assert isinstance(rejected, RejectedRow)
-        assert rejected.reason == f"has {len(images)} images; the benchmark shows one image per question"
+def test_an_item_without_an_image_is_rejected_with_the_reason():
+    rejected = benchmark_row(item(()), "shapes")
+    assert isinstance(rejected, RejectedRow)
+    assert rejected.reason == "has 0 images; the benchmark shows each question with at least one image"
+
+
+def test_an_item_over_max_images_is_rejected_naming_it_and_one_within_is_a_row(tmp_path):
+    five = item((png(),) * 5)
+    assert benchmark_row(five, "shapes", max_images=4) == RejectedRow(
+        "questions.json", "easy_vqa-test-7", "easy_vqa-test-7", "item 'easy_vqa-test-7' has 5 images, max_images = 4")
+    row = benchmark_row(five, "shapes", max_images=5)
+    assert row.images == (png(),) * 5
+    assert read_items_parquet(write_items_parquet([row], tmp_path / "rows.parquet")) == [row]
+
+
+def test_markers_that_do_not_match_the_images_are_a_rejection():
+    marked = TaskItem("m-1", "geo", "test", "g.jsonl", "Compare <image> with <image> and <image>", ("a",),
+                      (png(), png()))
+    rejected = benchmark_row(marked, "geo")
+    assert rejected.reason == "its benchmark prompt: text has 3 <image> markers for 2 images"
+
+
+def test_a_dataset_rejects_its_rows_over_max_images_in_the_benchmark_and_in_its_environment(tmp_path):
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    for name, colour in (("a", "red"), ("b", "blue"), ("c", "green")):
+        Image.new("RGB", (8, 8), colour).save(folder / f"{name}.png")
+    lines = [{"id": "one", "question": "What colour?", "answer": "red", "image": "a.png"},
+             {"id": "two", "question": "<image> or <image>?", "answer": "left", "image": ["a.png", "b.png"]},
+             {"id": "three", "question": "Which?", "answer": "c", "image": ["a.png", "b.png", "c.png"]}]
+    (folder / "q.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    dataset = DatasetSettings("pairs", kind="jsonl", split="test", limit=None, path=str(folder / "q.jsonl"),
+                              max_images=2)
+    rows = dataset_rows(dataset)
+    assert [(r.item_id, len(r.images)) for r in rows.items] == [("one", 1), ("two", 2)]
+    reason = "item 'three' has 3 images, max_images = 2"
+    assert [(r.sample_id, r.reason) for r in rows.rejected] == [("three", reason)]
+    env = dataset_env(dataset)
+    assert [i.item_id for i in env.items] == ["one", "two"] and [r.reason for r in env.rejected] == [reason]
+    assert [len(i.images) for i in dataset_env(replace(dataset, max_images=8)).items] == [1, 2, 3]
+
+
+def test_a_dataset_at_the_default_max_images_keeps_its_fingerprint_and_another_value_changes_it():
+    dataset = DatasetSettings("easy_vqa", kind="easy_vqa", split="test", limit=4)
+    assert dataset.max_images == MAX_IMAGES_DEFAULT
+    assert "max_images" not in dict(dataset_fingerprint(dataset).settings)
+    assert dict(dataset_fingerprint(replace(dataset, max_images=2)).settings)["max_images"] == "2"
 
 
 def test_configured_easy_vqa_rows_are_a_fixed_sample_with_their_own_prompt():

@@ -22,8 +22,9 @@ def test_unknown_name_lists_the_known_ones():
     with pytest.raises(UnknownEnvironmentError) as caught:
         make_env("easyvqa", split="test")
 
-    assert str(caught.value) == ("unknown environment 'easyvqa'; "
-                                 "known environments: chartqa, docvqa, easy_vqa, easy_vqa_two_tries, jsonl, parquet")
+    assert str(caught.value) == ("unknown environment 'easyvqa'; known environments: "
+                                 "arc, chartqa, docvqa, easy_vqa, easy_vqa_pairs, easy_vqa_two_tries, gymnasium, "
+                                 "jsonl, mixture, parquet")
 
 
 def test_unknown_and_missing_settings_are_named():
@@ -35,7 +36,8 @@ def test_unknown_and_missing_settings_are_named():
     assert str(unknown.value) == ("environment 'easy_vqa' has no setting 'limt'; its settings are: "
                                   "split, limit, seed, instruction, data_dir")
     assert str(missing.value) == ("environment 'jsonl' needs the setting 'path'; its settings are: "
-                                  "path, split, limit, seed, name, instruction, type_field, image_roots")
+                                  "path, split, limit, seed, name, instruction, type_field, image_roots, fps, "
+                                  "max_frames, allow_no_image")
     assert env_settings("parquet") == ("path", "split", "limit", "seed", "name", "type_column", "image_roots")
 
 

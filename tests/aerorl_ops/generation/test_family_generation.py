@@ -1,14 +1,20 @@
 """A benchmark partition's generation (``generation.batched``) on a tiny checkpoint of every VLM
-family: greedy, three prompts with their images in one left-padded batch."""
+family: greedy, three prompts with their images in one left-padded batch; and a row with two images
+beside single-image rows (also for the families that need torchvision, in the vLLM venv)."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from PIL import Image
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.batched import encode_prompts, generate_rows
 from aerorl_ops.models.tiny_families import FAMILIES
 from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.rows.task_item import TaskItem
+from tests.aerorl_ops.models.torchvision_families import torchvision_family_params
 
 MAX_NEW_TOKENS = 3
 
@@ -27,4 +33,45 @@ def test_greedy_batch_of_three_with_images(name, tiny_family_vlm, few_rows):
         assert sample.vision_tokens == int(mask[i].sum()) > 0
         assert sample.prompt_text_tokens == int(inputs["attention_mask"][i].sum()) - sample.vision_tokens > 0
     one_at_a_time = generate_rows(loaded, rows, batch_size=1, settings=settings)
+    assert [s.vision_tokens for s in one_at_a_time] == [s.vision_tokens for s in samples]
+
+
+def png(size: tuple[int, int], colour: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+WIDE, TALL = png((96, 64), "red"), png((64, 96), "blue")
+PLACED = ({"role": "user", "content": [{"type": "text", "text": "Left "}, {"type": "image"},
+                                       {"type": "text", "text": " right "}, {"type": "image"},
+                                       {"type": "text", "text": " Same colour?"}]},)
+TWO_IMAGE_ROWS = [TaskItem("pair", "pairs", "test", "q.jsonl", "Same colour?", ("no",), (WIDE, TALL), PLACED),
+                  TaskItem("wide", "pairs", "test", "q.jsonl", "Colour?", ("red",), (WIDE,)),
+                  TaskItem("tall", "pairs", "test", "q.jsonl", "Colour?", ("blue",), (TALL,))]
+IMAGES_SIZED_BY_THEIR_PROMPT = {"llava-onevision"}
+"""Families whose processor sizes an image by how many its prompt shows: LLaVA-OneVision tiles an image
+(anyres) only when it is a prompt's one image, so an image of a two-image prompt has fewer tokens alone."""
+
+
+@pytest.mark.parametrize("name", list(FAMILIES) + torchvision_family_params())
+def test_a_two_image_row_shows_both_images_and_counts_every_images_tokens(name, tiny_family_vlm):
+    """A row with two images (placed by its messages) beside two single-image rows, in one left-padded batch:
+    its record counts 2 images and the vision tokens of both, as the processor expanded them."""
+    loaded = tiny_family_vlm(name)
+    settings = GenerationSettings(max_new_tokens=MAX_NEW_TOKENS)
+    samples = generate_rows(loaded, TWO_IMAGE_ROWS, batch_size=3, settings=settings)
+    inputs = encode_prompts(loaded, TWO_IMAGE_ROWS)
+    mask = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, name))  # [3, T]
+    pair, wide, tall = samples
+    assert [s.image_count for s in samples] == [2, 1, 1]
+    assert [s.vision_tokens for s in samples] == mask.sum(dim=1).tolist()
+    assert all(1 <= s.generated_tokens <= MAX_NEW_TOKENS for s in samples)
+    if "mm_token_type_ids" in inputs:  # the processor's own count of each row's image tokens
+        assert [s.vision_tokens for s in samples] == (inputs["mm_token_type_ids"] != 0).sum(dim=1).tolist()
+    if name in IMAGES_SIZED_BY_THEIR_PROMPT:
+        assert 0 < pair.vision_tokens < wide.vision_tokens + tall.vision_tokens
+    else:
+        assert pair.vision_tokens == wide.vision_tokens + tall.vision_tokens > wide.vision_tokens > 0
+    one_at_a_time = generate_rows(loaded, TWO_IMAGE_ROWS, batch_size=1, settings=settings)
     assert [s.vision_tokens for s in one_at_a_time] == [s.vision_tokens for s in samples]

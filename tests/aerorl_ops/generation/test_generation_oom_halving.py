@@ -35,7 +35,7 @@ class FakeGenerate:
         self.calls.append((ids, "ok"))
         return [GeneratedSample(sample_id=row.item_id, prompt=row.question, response=f"answer {row.item_id}",
                                 raw_response="", generated_tokens=1, prompt_text_tokens=1, vision_tokens=4,
-                                latency_ms=1.0, batch_latency_ms=1.0, batch_index=batch_index,
+                                image_count=1, latency_ms=1.0, batch_latency_ms=1.0, batch_index=batch_index,
                                 batch_size=len(chunk)) for row in chunk]
 
 

@@ -22,7 +22,8 @@ def row(sample_id: str, answers: tuple[str, ...], evidence: tuple[str, ...] = ()
 def sample(sample_id: str, response: str) -> GeneratedSample:
     return GeneratedSample(sample_id=sample_id, prompt="Q?\nAnswer...", response=response,
                            raw_response=response + "<|im_end|>", generated_tokens=3, prompt_text_tokens=20,
-                           vision_tokens=117, latency_ms=12.5, batch_latency_ms=30.0, batch_index=1, batch_size=2)
+                           vision_tokens=117, image_count=1, latency_ms=12.5, batch_latency_ms=30.0, batch_index=1,
+                           batch_size=2)
 
 
 ROWS = [row("a", ("12%", "12"), ("12%", "2020")), row("b", ("Alpha",))]

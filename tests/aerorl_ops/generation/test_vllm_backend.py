@@ -204,7 +204,7 @@ def test_rollout_weights_at_step_k_are_the_policy_after_update_k_minus_1(tiny_mo
     import torch
 
     from aerorl_ops.eval_runner.replies import generate_new_tokens
-    from aerorl_ops.generation.batched import decode_image, encode_prompts, prompt_texts, trim_after_eos
+    from aerorl_ops.generation.batched import decode_images, encode_prompts, prompt_texts, trim_after_eos
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.loading import load_vlm
 
@@ -212,7 +212,7 @@ def test_rollout_weights_at_step_k_are_the_policy_after_update_k_minus_1(tiny_mo
     policy = load_vlm(vllm_source(tiny_model_dir, "policy"), torch.device("cpu"))
     policy.model.train()
     rows = few_rows[:3]
-    prompts, images = prompt_texts(policy, rows), [[decode_image(row)] for row in rows]
+    prompts, images = prompt_texts(policy, rows), [decode_images(row) for row in rows]
     optimizer = torch.optim.SGD(policy.model.parameters(), lr=0.5)
     target = policy.tokenizer.encode("blue", add_special_tokens=False)[0]
 
@@ -277,3 +277,24 @@ class SamplingSetting:
     temperature = 1.0
     top_k = 0
     top_p = 1.0
+
+
+def test_a_two_image_row_through_the_engine_is_recorded_as_through_transformers(tiny_vlm, tiny_model_dir):
+    """One engine, started for two images per prompt (the partition's largest row): a two-image row and a
+    single-image row give the records transformers gives, vision tokens (16 + 32 and 16) included."""
+    import torch
+
+    from aerorl_ops.config.generation import GenerationSettings
+    from aerorl_ops.generation.backends import open_row_generator
+    from aerorl_ops.generation.batched import max_image_count
+    from aerorl_ops.models.loading import load_vlm
+    from tests.aerorl_ops.generation.test_multi_image_rows import PAIR, SINGLE
+
+    rows, settings = [PAIR, SINGLE], GenerationSettings(max_new_tokens=4)
+    with open_row_generator(tiny_vlm, settings, max_image_count(rows)) as generator:
+        hf = generator.generate_rows(rows, 2, settings)
+    engine_served = load_vlm(vllm_source(tiny_model_dir), torch.device("cpu"))
+    with open_row_generator(engine_served, settings, max_image_count(rows)) as generator:
+        served = generator.generate_rows(rows, 2, settings)
+    assert [(s.image_count, s.vision_tokens) for s in served] == [(2, 48), (1, 16)]
+    assert [observable(s) for s in served] == [observable(s) for s in hf]

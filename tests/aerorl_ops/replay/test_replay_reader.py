@@ -134,3 +134,17 @@ def test_skip_invalid_hands_rejects_to_the_callback(tmp_path):
     records = list(iter_replay_records(path, skip_invalid=True, on_reject=seen_by_record.append))
     assert [r["response"] for r in records] == ["a", "b"]
     assert seen_by_record == seen
+
+
+def test_a_record_of_a_several_image_prompt_scores_as_one_without_its_image_fields(tmp_path):
+    """Replay records hold text (prompt, response, reference, metadata), no image: a record from a prompt that
+    showed two images, with its images named in ``metadata``, reads exactly as the same record without them."""
+    plain = {"id": "pair", "prompt": "Left , right : same colour?", "response": '{"answer": "no"}',
+             "reference": ["no"], "metadata": {"latency_ms": 12.0, "dataset": "pairs"}}
+    imaged = {**plain, "metadata": {**plain["metadata"], "image_count": 2, "images": ["red.png", "blue.png"],
+                                    "vision_tokens": 48}}
+    (tmp_path / "plain.jsonl").write_text(json.dumps(plain) + "\n")
+    (tmp_path / "imaged.jsonl").write_text(json.dumps(imaged) + "\n")
+    assert_readers_agree(tmp_path / "imaged.jsonl")
+    assert comparable(tmp_path / "imaged.jsonl", load_replay) == comparable(tmp_path / "plain.jsonl", load_replay)
+    assert read_replay(tmp_path / "imaged.jsonl").column("reference").to_pylist() == [["no"]]

@@ -19,6 +19,7 @@ from aerorl_ops.storage.duckdb_store import ensure_tables
 from aerorl_ops.storage.eval_schema import EVAL_COMPARISONS, EVAL_METRICS, EVAL_RUNS, EVAL_SAMPLES
 from aerorl_ops.storage.schema import BENCHMARK_SUMMARY
 from aerorl_ops.storage.training_schema import (
+    TRAINING_EVAL_SOURCES,
     TRAINING_EVAL_TYPES,
     TRAINING_EVALS,
     TRAINING_ROLLOUTS,
@@ -48,6 +49,7 @@ HAND_WRITTEN = {
         "dual_clip_fraction double", "value_loss double", "value_clip_fraction double", "explained_variance double",
         "groups_sampled int32", "groups_kept int32", "groups_dropped int32", "groups_filled int32",
         "sampling_rounds int32", "padded_token_fraction double", "behaviour_step int32",
+        f"accuracy_by_source {JSON}",
     ),
     "training_evals": (
         "run_id string !", "step int32 !", "phase string", "wall_s double", "accuracy double",
@@ -56,6 +58,9 @@ HAND_WRITTEN = {
     ),
     "training_eval_types": (
         "run_id string !", "step int32 !", "phase string !", "question_type string !", "accuracy double", "n int32",
+    ),
+    "training_eval_sources": (
+        "run_id string !", "step int32 !", "phase string !", "source string !", "accuracy double", "n int32",
     ),
     "training_rollouts": (
         "run_id string !", "step int32 !", "row int32 !", "prompt_id string", "question string",
@@ -107,8 +112,8 @@ HAND_WRITTEN = {
         "confidence double", "b int32", "c int32", "p_value double", "resamples int32",
     ),
 }
-DERIVED = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_ROLLOUTS, CHECKPOINTS,
-           CHECKPOINT_EVALS, BENCHMARK_SUMMARY, EVAL_RUNS, EVAL_SAMPLES, EVAL_METRICS, EVAL_COMPARISONS)
+DERIVED = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_EVAL_SOURCES, TRAINING_ROLLOUTS,
+           CHECKPOINTS, CHECKPOINT_EVALS, BENCHMARK_SUMMARY, EVAL_RUNS, EVAL_SAMPLES, EVAL_METRICS, EVAL_COMPARISONS)
 
 
 def described(schema: pa.Schema) -> tuple[str, ...]:
@@ -127,6 +132,7 @@ def test_partition_and_renamed_columns_are_kept():
         ("training_steps", ("run_id",), ()),
         ("training_evals", ("run_id",), ()),
         ("training_eval_types", ("run_id",), ()),
+        ("training_eval_sources", ("run_id",), ()),
         ("training_rollouts", ("run_id", "step"), ()),
         ("checkpoints", ("run_id", "step"), ()),
         ("checkpoint_evals", ("run_id", "step", "eval_id"), ()),

@@ -90,10 +90,12 @@ class StandIns:
 
     def __init__(self) -> None:
         self.started: list[StandInSampler] = []
+        self.max_images: list[int] = []  # the images per prompt each engine was started for
         self.fail = False
 
-    def start(self, loaded, backend=None, seed=0, sleep_mode=False) -> StandInSampler:
+    def start(self, loaded, backend=None, seed=0, sleep_mode=False, max_images=1) -> StandInSampler:
         self.started.append(StandInSampler(loaded, self.fail))
+        self.max_images.append(max_images)
         return self.started[-1]
 
 
@@ -188,6 +190,7 @@ def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores
     trainer.close_rollouts()
 
     (sampler,) = stand_ins.started  # started once, at the first RL step
+    assert stand_ins.max_images == [1]  # for the training items' largest image count: one each
     assert sampler.closed and trainer.rollouts.sampler is None
     assert len(sampler.synced) == 3
     for k, weights in enumerate(sampler.synced):
