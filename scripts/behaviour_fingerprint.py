@@ -10,7 +10,9 @@ and the run's ``training_steps`` / ``training_evals`` rows, timing columns left 
 
     python scripts/behaviour_fingerprint.py before.json            # on the old commit (a git worktree)
     python scripts/behaviour_fingerprint.py after.json
-    python scripts/behaviour_fingerprint.py --compare before.json after.json   # exit 1 on any difference
+    python scripts/behaviour_fingerprint.py --compare before.json after.json   # exit 1 on any changed value
+
+A table whose newer rows only add columns at their end compares on its older columns (see ``verdict``).
 """
 
 from __future__ import annotations
@@ -64,14 +66,40 @@ def fingerprint(output: Path) -> None:
     print(f"{output}: " + ", ".join(f"{table} {len(rows)} rows" for table, rows in found.items()))
 
 
+def verdict(before: list[list] | None, after: list[list] | None) -> tuple[bool, str]:
+    """Whether a table computes what it did, and the line that says so. Rows compare in order; a newer
+    checkout may add columns at the end of a table's rows (a new column is not a changed value): then the
+    rows compare on the older columns, and the line names how many were added and the values they hold.
+
+    >>> verdict([[1, "a"]], [[1, "a"]])
+    (True, 'identical (1 vs 1 rows)')
+    >>> verdict([[1, "a"]], [[1, "a", None]])
+    (True, 'identical on its 2 columns, plus 1 new at the end holding [null] (1 vs 1 rows)')
+    >>> verdict([[1, "a"]], [[2, "a", None]])
+    (False, 'DIFFERENT (1 vs 1 rows)')
+    """
+    before, after = before or [], after or []
+    counts = f"({len(before)} vs {len(after)} rows)"
+    if before == after:
+        return True, f"identical {counts}"
+    width = len(before[0]) if before else 0
+    added = {len(row) - width for row in after}
+    if len(before) == len(after) and len(added) == 1 and added.pop() > 0 and all(
+            old == new[:width] for old, new in zip(before, after, strict=True)):
+        extra = len(after[0]) - width
+        held = sorted({json.dumps(row[width:]) for row in after})
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        return True, f"identical on its {width} columns, plus {extra} new at the end holding {shown} {counts}"
+    return False, f"DIFFERENT {counts}"
+
+
 def compare(before: Path, after: Path) -> int:
     old, new = json.loads(before.read_text()), json.loads(after.read_text())
     differ = 0
     for table in sorted(set(old) | set(new)):
-        a, b = old.get(table), new.get(table)
-        same = a == b
+        same, line = verdict(old.get(table), new.get(table))
         differ += not same
-        print(f"{table}: {'identical' if same else 'DIFFERENT'} ({len(a or [])} vs {len(b or [])} rows)")
+        print(f"{table}: {line}")
     return 1 if differ else 0
 
 
