@@ -79,21 +79,15 @@ def items_at(env: TaskEnv, indices: Iterable[int]) -> list[TaskItem]:
     return chosen
 
 
-class SingleTurnEnv:
-    """A fixed list of items, one question per episode, graded by ``grader``."""
+class HeldItems:
+    """What every environment over a fixed list of items has: its size, its counts (read, accepted,
+    rejected) and each item's question type. Needs ``items`` and ``rejected``."""
 
-    def __init__(self, name: str, data: LoadResult, grader: Grader) -> None:
-        self.name = name
-        self.items: tuple[TaskItem, ...] = tuple(data.items)
-        self.rejected: list[RejectedRow] = list(data.rejected)
-        self.grader = grader
+    items: tuple[TaskItem, ...]
+    rejected: list[RejectedRow]
 
     def __len__(self) -> int:
         return len(self.items)
-
-    def __repr__(self) -> str:
-        _, accepted, rejected = self.counts
-        return f"{type(self).__name__}({self.name!r}, items={accepted}, rejected={rejected})"
 
     @property
     def counts(self) -> EnvCounts:
@@ -102,6 +96,20 @@ class SingleTurnEnv:
 
     def question_type(self, index: int) -> str | None:
         return items_at(self, [index])[0].question_type
+
+
+class SingleTurnEnv(HeldItems):
+    """A fixed list of items, one question per episode, graded by ``grader``."""
+
+    def __init__(self, name: str, data: LoadResult, grader: Grader) -> None:
+        self.name = name
+        self.items: tuple[TaskItem, ...] = tuple(data.items)
+        self.rejected: list[RejectedRow] = list(data.rejected)
+        self.grader = grader
+
+    def __repr__(self) -> str:
+        _, accepted, rejected = self.counts
+        return f"{type(self).__name__}({self.name!r}, items={accepted}, rejected={rejected})"
 
     def reset(self, item: TaskItem) -> tuple[EpisodeState, Observation]:
         return EpisodeState(item), observe(item)

@@ -46,10 +46,10 @@ from typing import Any
 
 from PIL import Image
 
-from aerorl_ops.envs.base import items_at
+from aerorl_ops.envs.base import HeldItems
 from aerorl_ops.envs.gym_actions import ActionParser
 from aerorl_ops.envs.minigrid_planner import FORWARD, LEFT, RIGHT, is_minigrid, shortest_path
-from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepInfo, StepResult, observe
+from aerorl_ops.envs.types import Completion, EpisodeState, Observation, StepInfo, StepResult, observe
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -179,7 +179,7 @@ def png(frame) -> bytes:
     return buffer.getvalue()
 
 
-class GymnasiumEnv:
+class GymnasiumEnv(HeldItems):
     """Episodes of ``task.env_id``, one per item (module docstring)."""
 
     def __init__(self, name: str, data: LoadResult, task: GymTask) -> None:
@@ -195,20 +195,9 @@ class GymnasiumEnv:
                              "discrete actions only")
         task.parser.check_actions(int(space.n), task.env_id)
 
-    def __len__(self) -> int:
-        return len(self.items)
-
     def __repr__(self) -> str:
         return (f"GymnasiumEnv({self.name!r}, {self.task.env_id!r}, items={len(self.items)}, "
                 f"rejected={len(self.rejected)})")
-
-    @property
-    def counts(self) -> EnvCounts:
-        return EnvCounts(read=len(self.items) + len(self.rejected), accepted=len(self.items),
-                         rejected=len(self.rejected))
-
-    def question_type(self, index: int) -> str | None:
-        return items_at(self, [index])[0].question_type
 
     def close(self) -> None:
         self._gym.close()

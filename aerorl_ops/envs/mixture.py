@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from aerorl_ops.config.mixtures import MIXTURE_KIND
-from aerorl_ops.envs.base import TaskEnv, items_at
-from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepResult
+from aerorl_ops.envs.base import HeldItems, TaskEnv
+from aerorl_ops.envs.types import Completion, EpisodeState, Observation, StepResult
 from aerorl_ops.envs.wrapped import WrappedEnv
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.rows.source_fingerprint import SourceFingerprint
@@ -94,7 +94,7 @@ class MixtureState(EpisodeState):
     inner: EpisodeState = field(kw_only=True)
 
 
-class MixtureEnv:
+class MixtureEnv(HeldItems):
     """The items of several environments (``parts``: name -> environment, in order), interleaved by
     ``seed`` (module docstring), each graded by its own part. ``sources``: every part of the mixture, in
     order, those drawn 0 times (not built) included; left out, the names of ``parts``."""
@@ -115,23 +115,12 @@ class MixtureEnv:
             self._origin[item.item_id] = original
         self.items: tuple[TaskItem, ...] = tuple(items)
 
-    def __len__(self) -> int:
-        return len(self.items)
-
     def __repr__(self) -> str:
         return f"MixtureEnv({self.name!r}, items={len(self)}, parts={list(self.parts.values())!r})"
 
     @property
     def max_turns(self) -> int:
         return max((int(getattr(env, "max_turns", 1)) for env in self.parts.values()), default=1)
-
-    @property
-    def counts(self) -> EnvCounts:
-        return EnvCounts(read=len(self.items) + len(self.rejected), accepted=len(self.items),
-                         rejected=len(self.rejected))
-
-    def question_type(self, index: int) -> str | None:
-        return items_at(self, [index])[0].question_type
 
     def reset(self, item: TaskItem) -> tuple[MixtureState, Observation]:
         if item.item_id not in self._origin:
