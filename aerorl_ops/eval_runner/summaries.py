@@ -1,4 +1,4 @@
-"""The metrics of one sampling setting's responses, over all questions and per question type.
+"""The metrics of one sampling setting's responses, over all questions, per question type and per source.
 
 For a setting that draws ``n`` responses per question and reports pass@``k``, with ``c_q`` of
 question ``q``'s responses correct (``aerorl_ops.eval_metrics`` has the formulas):
@@ -11,7 +11,10 @@ question ``q``'s responses correct (``aerorl_ops.eval_metrics`` has the formulas
 - MAYE's reflection counts and five ratios, ``None`` where a denominator is zero.
 
 ``question_type`` is ``"all"`` for every question, else one type (items without a type count only in
-``"all"``).
+``"all"``). On a mixture, the rows per source dataset follow, one per part in the mixture's order, each
+over every question type (``question_type`` ``"all"``) of that part's questions; a part none of whose
+items is among the evaluated questions has no row (there is no accuracy to report). ``source`` is
+``"all"`` on every other row.
 """
 
 from __future__ import annotations
@@ -25,17 +28,16 @@ from aerorl_ops.eval_metrics.pass_at_k import pass_at_k_per_question
 from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS
 from aerorl_ops.eval_metrics.response_metrics import response_metrics
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
-from aerorl_ops.storage.eval_schema import SettingMetrics
-
-ALL_TYPES = "all"
-"""The ``question_type`` of metrics over every question."""
+from aerorl_ops.storage.eval_schema import ALL_SOURCES, ALL_TYPES, SettingMetrics
 
 
 class GradedSample(Protocol):
     """What a per-sample record must say for the metrics (``storage.eval_schema.SampleRecord``)."""
 
     item_index: int
+    item_id: str
     question_type: str | None
+    source: str | None
     response: str
     correct: bool
     reward: float
@@ -65,7 +67,7 @@ def question_scores(setting: SamplingSetting, samples: Iterable[GradedSample]) -
 
 
 def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[GradedSample], max_new_tokens: int,
-             words: Sequence[str]) -> SettingMetrics:
+             words: Sequence[str], source: str = ALL_SOURCES) -> SettingMetrics:
     _, scores = question_scores(setting, samples)  # [Q]
     response = response_metrics([s.response for s in samples], [s.response_tokens for s in samples],
                                 [s.correct for s in samples], max_new_tokens, words)
@@ -81,13 +83,36 @@ def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[Gra
         reflection_ratio_in_correct=reflection.reflection_ratio_in_correct,
         reflection_ratio_in_incorrect=reflection.reflection_ratio_in_incorrect,
         correct_ratio_in_reflection=reflection.correct_ratio_in_reflection,
-        correct_ratio_in_no_reflection=reflection.correct_ratio_in_no_reflection,
+        correct_ratio_in_no_reflection=reflection.correct_ratio_in_no_reflection, source=source,
     )
 
 
+def by_source(samples: Iterable[GradedSample], sources: Sequence[str]) -> dict[str, list[GradedSample]]:
+    """``samples`` per source, in the order of ``sources`` (a mixture's parts), those with none left out;
+    ``ValueError`` naming the item when a sample's source is not one of ``sources``, and for a part named
+    ``"all"`` (the ``source`` of the rows over every source).
+
+    >>> from types import SimpleNamespace as S
+    >>> grouped = by_source([S(item_id="b/1", source="b"), S(item_id="a/1", source="a")], ["a", "b", "c"])
+    >>> [(name, [s.item_id for s in group]) for name, group in grouped.items()]
+    [('a', ['a/1']), ('b', ['b/1'])]
+    """
+    if ALL_SOURCES in sources:
+        raise ValueError(f"a mixture's part is named {ALL_SOURCES!r}, the name of the metrics over every part; "
+                         f"rename that [datasets.{ALL_SOURCES}] table")
+    grouped: dict[str, list[GradedSample]] = {source: [] for source in sources}
+    for sample in samples:
+        if sample.source not in grouped:
+            raise ValueError(f"item {sample.item_id!r}: its source {sample.source!r} is none of the mixture's "
+                             f"parts {list(sources)}")
+        grouped[sample.source].append(sample)
+    return {source: group for source, group in grouped.items() if group}
+
+
 def setting_metrics(setting: SamplingSetting, samples: Sequence[GradedSample], max_new_tokens: int,
-                    words: Sequence[str] = REFLECTION_WORDS) -> list[SettingMetrics]:
-    """The metrics over all of ``samples`` (one setting's), then per question type in sorted order; a
+                    words: Sequence[str] = REFLECTION_WORDS, sources: Sequence[str] = ()) -> list[SettingMetrics]:
+    """The metrics over all of ``samples`` (one setting's), then per question type in sorted order, then
+    per source in the order of ``sources`` (a mixture's parts; none when empty; module docstring); a
     response reflects when it holds one of ``words``."""
     if not samples:
         raise ValueError(f"setting {setting.name!r}: no responses to summarise")
@@ -95,5 +120,8 @@ def setting_metrics(setting: SamplingSetting, samples: Sequence[GradedSample], m
     for sample in samples:
         if sample.question_type is not None:
             by_type.setdefault(sample.question_type, []).append(sample)
+    per_source = by_source(samples, sources) if sources else {}
     return [_metrics(setting, ALL_TYPES, samples, max_new_tokens, words),
-            *(_metrics(setting, name, by_type[name], max_new_tokens, words) for name in sorted(by_type))]
+            *(_metrics(setting, name, by_type[name], max_new_tokens, words) for name in sorted(by_type)),
+            *(_metrics(setting, ALL_TYPES, group, max_new_tokens, words, source)
+              for source, group in per_source.items())]

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from aerorl_ops.config.generation import GenerationSettings
-from aerorl_ops.generation.batched import BatchProgress, GeneratedSample, generate_rows
+from aerorl_ops.generation.batched import PARTITION_START, BatchProgress, GeneratedSample, RowsStart, generate_rows
 from aerorl_ops.generation.vllm_backend import vllm_row_generator
 from aerorl_ops.models.entry import HF_BACKEND, VLLM_BACKEND
 from aerorl_ops.models.loading import LoadedVLM
@@ -32,7 +32,11 @@ class RowGenerator(Protocol):
         ...
 
     def generate_rows(self, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
-                      on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]: ...
+                      on_progress: Callable[[BatchProgress], None] | None = None,
+                      start: RowsStart = PARTITION_START) -> list[GeneratedSample]:
+        """Every row in batches of ``batch_size``, numbered and seeded on from ``start`` (a partition's
+        later group of rows goes on from its earlier ones: ``generation.row_groups``)."""
+        ...
 
 
 class HFRowGenerator:
@@ -48,8 +52,10 @@ class HFRowGenerator:
         return str(self.loaded.device)
 
     def generate_rows(self, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
-                      on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]:
-        return generate_rows(self.loaded, rows, batch_size, settings, on_progress=on_progress)
+                      on_progress: Callable[[BatchProgress], None] | None = None,
+                      start: RowsStart = PARTITION_START) -> list[GeneratedSample]:
+        return generate_rows(self.loaded, rows, batch_size, settings, on_progress=on_progress,
+                             first_batch=start.batch_index)
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
 from aerorl_ops.generation.prompts import benchmark_messages, item_prompt
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.models.text_only import check_text_only
 from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -61,6 +62,25 @@ class BatchProgress:
         return (self.total - self.done) / self.rate if self.rate > 0 else float("inf")
 
 
+@dataclass(frozen=True)
+class RowsStart:
+    """Where a run of a partition's rows starts within the partition: the index of its first batch and the
+    position of its first row (a partition generates its row groups one after another: ``row_groups``)."""
+
+    batch_index: int = 0
+    position: int = 0
+
+    def after(self, samples: Sequence[GeneratedSample]) -> RowsStart:
+        """The start of the rows after ``samples`` (this run's, generated from here)."""
+        if not samples:
+            return self
+        return RowsStart(max(sample.batch_index for sample in samples) + 1, self.position + len(samples))
+
+
+PARTITION_START = RowsStart()
+"""A partition's first rows: batch 0, position 0."""
+
+
 class OutOfMemoryAtBatchOne(RuntimeError):
     """Generation ran out of memory even one sample at a time."""
 
@@ -86,8 +106,10 @@ def prompt_texts(loaded: LoadedVLM, rows: Sequence[TaskItem]) -> list[str]:
 
 
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[TaskItem]):
-    """Chat-templated prompts with their images (one list per prompt), left-padded, on the model's device
-    (``LoadedVLM.on_device``)."""
+    """Chat-templated prompts with their images (one list per prompt, empty for a text-only row), left-padded,
+    on the model's device (``LoadedVLM.on_device``); a text-only row shown to a family that cannot take one is
+    refused in one line (``models.text_only``)."""
+    check_text_only(loaded.processor, loaded.source.label, [len(r.images) for r in rows])
     images = [decode_images(r) for r in rows]
     inputs = loaded.processor(text=prompt_texts(loaded, rows), images=images if any(images) else None,
                               return_tensors="pt", padding=True)
@@ -167,8 +189,10 @@ def generate_rows(
     settings: GenerationSettings = DEFAULT_SETTINGS,
     on_progress: Callable[[BatchProgress], None] | None = None,
     generate_fn: Callable[..., list[GeneratedSample]] = generate_batch,
+    first_batch: int = 0,
 ) -> list[GeneratedSample]:
-    """Generate for every row in batches of ``batch_size``, in row order.
+    """Generate for every row in batches of ``batch_size``, in row order, the batches numbered (and, when
+    sampling, seeded) from ``first_batch`` on.
 
     A CUDA out-of-memory error halves the batch size and retries the same rows, logged,
     down to batch 1; out of memory at batch 1 raises :class:`OutOfMemoryAtBatchOne`.
@@ -179,7 +203,7 @@ def generate_rows(
     started = time.perf_counter()
     current = batch_size
     position = 0
-    batch_index = 0
+    batch_index = first_batch
     while position < len(rows):
         chunk = rows[position: position + current]
         try:

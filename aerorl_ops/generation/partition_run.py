@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.backends import open_row_generator
-from aerorl_ops.generation.batched import BatchProgress, max_image_count
+from aerorl_ops.generation.batched import BatchProgress, RowsStart, max_image_count
 from aerorl_ops.generation.generations_table import generations_table
+from aerorl_ops.generation.row_groups import row_groups
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.telemetry import TelemetrySampler, TelemetrySummary
@@ -42,15 +43,22 @@ class PartitionStats:
 
 def run_generation(loaded: LoadedVLM, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
                    telemetry_interval_s: float = 0.2,
-                   on_progress: Callable[[BatchProgress], None] | None = None) -> pa.Table:
-    """Generations for ``rows`` as a ``GENERATION_SCHEMA`` table carrying :class:`PartitionStats`.
+                   on_progress: Callable[[BatchProgress], None] | None = None,
+                   max_new_tokens: Mapping[str, int] | None = None) -> pa.Table:
+    """Generations for ``rows`` as a ``GENERATION_SCHEMA`` table carrying :class:`PartitionStats`; a dataset
+    named in ``max_new_tokens`` gets that many new tokens per answer (``generation.row_groups``).
 
     A vLLM engine that does not start raises ``vllm_engine.EngineStartError`` with vLLM's message.
     """
+    groups = row_groups(rows, settings, max_new_tokens or {})
+    samples, start = [], RowsStart()
     with open_row_generator(loaded, settings, max_image_count(rows)) as generator:
         with TelemetrySampler(interval_s=telemetry_interval_s, device=loaded.device) as sampler:
             started = time.perf_counter()
-            samples = generator.generate_rows(rows, batch_size, settings, on_progress=on_progress)
+            for group in groups:  # numbered on from the group before: one partition, one run of batch indices
+                progress = _overall(on_progress, len(samples), len(rows), started)
+                generated = generator.generate_rows(group.rows, batch_size, group.settings, progress, start)
+                samples, start = samples + generated, start.after(generated)
             wall_s = time.perf_counter() - started
     stats = PartitionStats(
         model_source=loaded.source.location,
@@ -64,6 +72,15 @@ def run_generation(loaded: LoadedVLM, rows: Sequence[TaskItem], batch_size: int,
         backend=loaded.source.backend.name,
     )
     return with_partition_stats(generations_table(rows, samples), stats)
+
+
+def _overall(on_progress: Callable[[BatchProgress], None] | None, done_before: int, total: int,
+             started: float) -> Callable[[BatchProgress], None] | None:
+    """A group's progress reported as the partition's: rows done before it added, over every row."""
+    if on_progress is None:
+        return None
+    return lambda progress: on_progress(BatchProgress(done_before + progress.done, total,
+                                                      time.perf_counter() - started))
 
 
 def with_partition_stats(table: pa.Table, stats: PartitionStats) -> pa.Table:

@@ -19,8 +19,10 @@ from contextlib import contextmanager
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.batched import (
+    PARTITION_START,
     BatchProgress,
     GeneratedSample,
+    RowsStart,
     decode_images,
     eos_token_ids,
     prompt_texts,
@@ -59,17 +61,21 @@ class VLLMRowGenerator:
         return self.engine.start_seconds
 
     def generate_rows(self, rows: Sequence[TaskItem], batch_size: int, settings: GenerationSettings,
-                      on_progress: Callable[[BatchProgress], None] | None = None) -> list[GeneratedSample]:
-        """Every row, ``batch_size`` requests submitted together at a time, in row order.
+                      on_progress: Callable[[BatchProgress], None] | None = None,
+                      start: RowsStart = PARTITION_START) -> list[GeneratedSample]:
+        """Every row, ``batch_size`` requests submitted together at a time, in row order, the batches numbered
+        on from ``start.batch_index``.
 
-        A sampled row is seeded with ``settings.seed`` plus its position, whatever its batch.
+        A sampled row is seeded with ``settings.seed`` plus its position in the partition (``start.position``
+        plus its position here), whatever its batch.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         samples: list[GeneratedSample] = []
         started = time.perf_counter()
-        for batch_index, position in enumerate(range(0, len(rows), batch_size)):
-            samples.extend(self.generate_batch(rows[position: position + batch_size], settings, batch_index, position))
+        for batch_index, position in enumerate(range(0, len(rows), batch_size), start=start.batch_index):
+            samples.extend(self.generate_batch(rows[position: position + batch_size], settings, batch_index,
+                                               start.position + position))
             if on_progress is not None:
                 on_progress(BatchProgress(len(samples), len(rows), time.perf_counter() - started))
         return samples

@@ -33,11 +33,11 @@ def eval_frames(conn: duckdb.DuckDBPyConnection, eval_id: str) -> tuple[pd.DataF
     per setting the comparison row. Settings keep their eval order."""
     metrics = conn.execute(
         f"SELECT m.role, r.model, m.setting, m.k, m.accuracy, m.accuracy_stderr FROM {EVAL_METRICS.name} m "
-        f"JOIN {EVAL_RUNS.name} r USING (eval_id, role) WHERE m.eval_id = ? AND m.question_type = 'all'",
-        [eval_id]).df()
+        f"JOIN {EVAL_RUNS.name} r USING (eval_id, role) WHERE m.eval_id = ? AND m.question_type = 'all' "
+        "AND coalesce(m.source, 'all') = 'all'", [eval_id]).df()
     comparisons = conn.execute(
         f"SELECT setting, difference, ci_low, ci_high, method, confidence FROM {EVAL_COMPARISONS.name} "
-        "WHERE eval_id = ? AND question_type = 'all'", [eval_id]).df()
+        "WHERE eval_id = ? AND question_type = 'all' AND coalesce(source, 'all') = 'all'", [eval_id]).df()
     return metrics, comparisons
 
 

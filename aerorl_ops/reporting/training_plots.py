@@ -64,6 +64,7 @@ def training_curves(conn: duckdb.DuckDBPyConnection, run_id: str) -> TrainingCur
             f"SELECT r.step, m.setting, m.accuracy, m.mean_length, m.length_clip_ratio, m.reflection_ratio "
             f"FROM {EVAL_METRICS.name} m JOIN {EVAL_RUNS.name} r USING (eval_id, role) "
             "WHERE r.training_run_id = ? AND r.step IS NOT NULL AND m.question_type = 'all' "
+            "AND coalesce(m.source, 'all') = 'all' "
             "ORDER BY m.setting, r.step", [run_id]).df()
     return TrainingCurves(run_id, steps, evals, settings)
 

@@ -6,7 +6,8 @@ per-record stack), and the score table is assembled column by column. The standa
 manual baseline are Python string rules, applied to the response and reference columns.
 
 ``correct`` is each row's task accuracy, the test its dataset's environment grades with: DocVQA
-ANLS >= 0.5, ChartQA relaxed accuracy, ARC an exact grid match (``text.arc_grids``), exact match
+ANLS >= 0.5, ChartQA relaxed accuracy, ARC an exact grid match (``text.arc_grids``; ``cell_accuracy``
+its partial score), exact match
 after normalisation for every other kind (easy-VQA, JSONL, Parquet). A row's kind comes from
 ``kinds`` (dataset name -> environment kind, from the config's ``[datasets]``); a dataset not in it is
 its own kind.
@@ -93,6 +94,18 @@ def is_correct(kind: str, response: str, references: Sequence[str], anls_score: 
     return bool(references) and answers_match(predicted_answer(response), references)
 
 
+def cell_accuracy(kind: str, response: str, references: Sequence[str]) -> float | None:
+    """An ARC row's partial score: the share of the answer grid's cells the reply's grid matches (0 when it
+    holds no grid or one of another size); None for any other kind.
+
+    >>> cell_accuracy("arc", "01\\n11", ["01\\n10"]), cell_accuracy("easy_vqa", "red", ["red"])
+    (0.75, None)
+    """
+    if kind != "arc" or not references:
+        return None
+    return grid_scores(response, references[0]).cell_accuracy
+
+
 def replay_table(generations: pa.Table, kinds: Mapping[str, str] | None = None) -> pa.Table:
     """The columns of a generations table that the reward components read, as a replay table
     (``REPLAY_SCHEMA``): no copy of the strings, each reference a list of aliases."""
@@ -149,5 +162,7 @@ def score_generations(generations: pa.Table, settings: RewardSettings,
         "correct": pa.array(correct, pa.bool_()),
         "reward_config": pa.array([reward_config(settings)] * rows, pa.string()),
         "judge": pa.nulls(rows, pa.float64()),  # the judge's scores, when one grades (rewards.judge_table)
+        "cell_accuracy": pa.array([cell_accuracy(kind, response, aliases) for kind, response, aliases
+                                   in zip(row_kinds, responses, references, strict=True)], pa.float64()),
     }
     return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)

@@ -1,7 +1,13 @@
 """The evaluation tables: ``eval_runs``, ``eval_samples``, ``eval_metrics``, ``eval_comparisons``. Each is
 declared once, as the dataclass of one row; its columns derive from the fields (``storage.columns``), after
 the columns the row type lacks, which name its eval (``eval_id``) and, for the per-model tables, its
-``role``: ``eval_runner.eval_rows.eval_tables`` gives every row of an eval its id and role."""
+``role``: ``eval_runner.eval_rows.eval_tables`` gives every row of an eval its id and role.
+
+An eval of a mixture (``envs.mixture``) also reports per source dataset (the mixture's parts): each
+sample names its ``source``, and ``eval_metrics`` / ``eval_comparisons`` add one row per part over all
+question types (``question_type`` = :data:`ALL_TYPES`, ``source`` = the part) after the rows over all
+sources (``source`` = :data:`ALL_SOURCES`). The ``source`` columns came after the others; a table made
+before them gains them through ``ensure_tables``, its earlier rows holding NULL there (read: all sources)."""
 
 from __future__ import annotations
 
@@ -20,6 +26,11 @@ EVAL_ID = required("eval_id", pa.string())
 """The first column of every evaluation table: the eval a row belongs to."""
 ROLE = required("role", pa.string())
 """The second column of ``eval_samples`` and ``eval_metrics``: the model of the eval a row describes."""
+
+ALL_TYPES = "all"
+"""The ``question_type`` of metrics and comparisons over every question type."""
+ALL_SOURCES = "all"
+"""The ``source`` of metrics and comparisons over every source dataset (every row of an eval of one dataset)."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +67,8 @@ class EvalRunRow:
 class SampleRecord:
     """One response to one question at one setting: an ``eval_samples`` row less its eval and role.
 
-    Question ``item_index`` of the dataset sample, response ``sample_no`` at ``setting``."""
+    Question ``item_index`` of the dataset sample, response ``sample_no`` at ``setting``; ``source`` is the
+    item's part (its ``dataset``) when the evaluated environment is a mixture, else None."""
 
     setting: str = column(required=True)
     item_index: int = column(required=True)
@@ -69,14 +81,15 @@ class SampleRecord:
     response_tokens: int  # generated tokens, EOS excluded
     truncated: bool  # reached max_new_tokens without an EOS
     reflection: bool  # holds one of MAYE's reflection words
+    source: str | None = None
 
 
 @dataclass(frozen=True)
 class SettingMetrics:
-    """One model's metrics at one setting over one question type: an ``eval_metrics`` row less its eval and
-    role (``eval_runner.summaries`` computes them). Wide: over every question (``question_type`` = 'all') and
-    per question type; ``accuracy`` is the mean unbiased pass@k; a reflection ratio with a zero denominator is
-    None (NULL)."""
+    """One model's metrics at one setting over one question type and one source: an ``eval_metrics`` row less
+    its eval and role (``eval_runner.summaries`` computes them). Wide: over every question (``question_type``
+    and ``source`` = 'all'), per question type, and on a mixture per source (``question_type`` = 'all');
+    ``accuracy`` is the mean unbiased pass@k; a reflection ratio with a zero denominator is None (NULL)."""
 
     setting: str = column(required=True)
     question_type: str = column(required=True)
@@ -97,11 +110,13 @@ class SettingMetrics:
     reflection_ratio_in_incorrect: float | None
     correct_ratio_in_reflection: float | None
     correct_ratio_in_no_reflection: float | None
+    source: str = column(required=True, default=ALL_SOURCES)
 
 
 @dataclass(frozen=True)
 class ComparisonRow:
-    """Model minus baseline at one setting over one question type: an ``eval_comparisons`` row less its eval
+    """Model minus baseline at one setting over one question type and one source (as in
+    :class:`SettingMetrics`): an ``eval_comparisons`` row less its eval
     (``eval_runner.paired_differences`` computes them). The paired ``confidence`` interval of the accuracy
     difference: exact McNemar (with ``p_value``) where a setting draws one response per question, else the
     paired bootstrap (``resamples``)."""
@@ -120,6 +135,7 @@ class ComparisonRow:
     c: int  # questions where the baseline scores higher
     p_value: float | None  # exact McNemar p-value; None for the bootstrap
     resamples: int | None  # bootstrap resamples; None for McNemar
+    source: str = column(required=True, default=ALL_SOURCES)
 
 
 EVAL_RUNS = TableSpec("eval_runs", pa.schema([EVAL_ID, *record_columns(EvalRunRow)]), ("eval_id",))

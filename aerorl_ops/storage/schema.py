@@ -193,10 +193,12 @@ SCORE_FIELDS = (
     pa.field("correct", pa.bool_()),
     pa.field("reward_config", pa.json_()),
     pa.field("judge", pa.float64()),
+    pa.field("cell_accuracy", pa.float64()),
 )
 """One scored sample (``aerorl_ops.scoring.partition_scores.SCORE_SCHEMA``). ``judge`` is the judge
-reward's score (``rewards.judge_table``), NULL when no judge is configured; added last, so a table
-made before it gains it through ``ensure_tables`` in the same place."""
+reward's score (``rewards.judge_table``), NULL when no judge is configured; ``cell_accuracy`` an ARC
+row's share of grid cells answered right (``text.arc_grids``), NULL for any other kind. Each was added
+last, so a table made before it gains it through ``ensure_tables`` in the same place."""
 
 REWARD_SCORES = TableSpec("reward_scores", pa.schema([*BENCHMARK_KEY, *SCORE_FIELDS]), _BENCHMARK_KEY_COLUMNS)
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.fields import checked
 from aerorl_ops.config.generation import GenerationSettings
+from aerorl_ops.envs.configured import row_max_new_tokens
 from aerorl_ops.generation.batched import BatchProgress
 from aerorl_ops.generation.partition_run import partition_stats, run_generation
 from aerorl_ops.rows import TaskItem, table_to_items
@@ -62,7 +63,7 @@ def generate_partition(context: dg.AssetExecutionContext, bench: BenchmarkConfig
     context.log.info(f"loaded {model_key} from {loaded.source.location} on {loaded.device} "
                      f"in {loaded.load_seconds:.2f} s")
     table = run_generation(loaded, rows, batch_size, settings, model_runtime.telemetry_interval_s,
-                           on_progress=progress_logger(context))
+                           on_progress=progress_logger(context), max_new_tokens=row_max_new_tokens(bench.benchmarked))
     stats = partition_stats(table)
     frame = table.select(["sample_id", "response", "generated_tokens", "latency_ms"]).to_pandas()
     return dg.Output(table, metadata=readable({

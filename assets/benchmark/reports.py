@@ -24,6 +24,7 @@ import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
+from aerorl_ops.envs.configured import row_max_new_tokens
 from aerorl_ops.generation.partition_run import partition_stats
 from aerorl_ops.generation.validation import split_valid_generations
 from aerorl_ops.reporting.artifacts import benchmark_artifact, write_benchmark_artifact
@@ -125,6 +126,7 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
     finished = datetime.now(UTC)
     with duckdb.get_connection() as conn:
         ensure_tables(conn)
+        budgets = row_max_new_tokens(bench.benchmarked)
         with transaction(conn):  # the partition's rows and its runs row land together, or not at all
             inserted = write_partitions(conn, writes)
             write_run(conn, {
@@ -133,7 +135,9 @@ def write_report(context: dg.AssetExecutionContext, bench: BenchmarkConfig, conf
                 "finished_at": finished, "git_sha": git_sha(),
                 "config": json.dumps({"benchmark": bench.path, "models": [asdict(m) for m in bench.models],
                                       "batch_sizes": list(bench.batch_sizes), "generation": stats.generation,
-                                      "rewards": reward_config}),
+                                      "rewards": reward_config,
+                                      # the datasets whose rows had their own max_new_tokens (row_groups)
+                                      **({"dataset_max_new_tokens": budgets} if budgets else {})}),
                 "seeds": json.dumps({"benchmark": bench.seed, "generation": stats.generation["seed"]}),
                 "library_versions": json.dumps(library_versions()),
                 "input_hashes": json.dumps(input_hashes(rows)),

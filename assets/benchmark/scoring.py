@@ -13,6 +13,7 @@ from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.rewards import RewardSettings
+from aerorl_ops.envs.configured import row_kinds
 from aerorl_ops.rewards.judge import JudgedScores, JudgeScorer
 from aerorl_ops.rewards.judge_table import with_judge
 from aerorl_ops.scoring.judge_cache import DuckDBGradeCache
@@ -22,11 +23,6 @@ from assets.metadata import markdown_preview, readable
 from assets.resources import ModelRuntime
 from assets.settings_config import reward_config_class, reward_settings
 from assets.step_placement import DUCKDB_WRITER_POOL, DUCKDB_WRITER_TAGS
-
-
-def dataset_kinds(bench: BenchmarkConfig) -> dict[str, str]:
-    """Each configured dataset's environment kind, by name: which grader's accuracy test its rows get."""
-    return {dataset.name: dataset.kind for dataset in bench.datasets}
 
 
 def judged_scores(bench: BenchmarkConfig, settings: RewardSettings, scores: pa.Table, generations: pa.Table,
@@ -57,7 +53,7 @@ def build_reward_scores(bench: BenchmarkConfig, partitions: dg.PartitionsDefinit
         total, ANLS and relaxed accuracy, and each answer's task accuracy (``correct``, as its dataset's
         environment grades it)."""
         settings = replace(reward_settings(config, "run config: reward_scores"), judge=bench.rewards.judge)
-        scores = score_generations(generations, settings, dataset_kinds(bench))
+        scores = score_generations(generations, settings, row_kinds(bench.datasets))
         judge_metadata = {}
         if judged:
             scores, counts = judged_scores(bench, settings, scores, generations, context.resources.model_runtime,

@@ -17,9 +17,9 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screenshot_ui.py"
 
-ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
-          "checkpoints", "eval_run", "checkpoint_eval", "training/train_rows", "training/held_out_rows",
-          "training/validation_rows", "evaluation/eval_rows"}
+ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows", "generations", "reward_scores",
+          "benchmark_report", "rl_run", "checkpoints", "eval_run", "checkpoint_eval", "training/train_rows",
+          "training/held_out_rows", "training/validation_rows", "evaluation/eval_rows"}
 CHECKS = {
     ("generations", "no_prompt_echo", True),
     ("generations", "valid_latencies", False),

@@ -18,6 +18,7 @@ defs = build_definitions()
 benchmark_partitions = build_benchmark_partitions(benchmark_config())
 
 BENCHMARK_ASSETS = {"generations", "reward_scores", "benchmark_report"}
+ROWS_ASSETS = {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows"}  # the shipped [datasets] tables
 RUN_ROWS = {"training/train_rows", "training/held_out_rows", "training/validation_rows", "evaluation/eval_rows"}
 
 
@@ -28,8 +29,8 @@ def asset_names(keys) -> set[str]:
 def test_every_definition_resolves():
     dg.Definitions.validate_loadable(defs)
     assert asset_names(defs.resolve_all_asset_keys()) == {
-        "docvqa_rows", "chartqa_rows", "easy_vqa_rows", "generations", "reward_scores", "benchmark_report", "rl_run",
-        "checkpoints", "eval_run", "checkpoint_eval", *RUN_ROWS}
+        *ROWS_ASSETS, "generations", "reward_scores", "benchmark_report", "rl_run", "checkpoints", "eval_run",
+        "checkpoint_eval", *RUN_ROWS}
     assert defs.resolve_schedule_def("nightly_benchmark").job_name == "benchmark"
     sensor = defs.resolve_sensor_def("checkpoint_evaluations")
     assert sensor.job_name == "checkpoint_evaluation" and sensor.default_status == dg.DefaultSensorStatus.STOPPED
@@ -55,6 +56,7 @@ def test_the_graph_leads_from_the_rows_to_training_checkpoints_and_evaluations()
     def upstream(key: str) -> set[str]:
         return asset_names(graph.get(dg.AssetKey.from_user_string(key)).parent_keys)
 
+    assert upstream("generations") == ROWS_ASSETS  # ARC's rows too: each benchmarked dataset is an input
     assert upstream("rl_run") == {"training/train_rows", "training/held_out_rows", "training/validation_rows"}
     assert upstream("checkpoints") == {"rl_run"}
     assert upstream("checkpoint_eval") == {"checkpoints", "evaluation/eval_rows"}
@@ -124,7 +126,7 @@ def test_check_names_are_short_and_distinct_where_the_ui_cuts_them():
 def test_every_automated_asset_is_evaluated_by_a_sensor_that_is_on_by_default():
     graph = defs.resolve_asset_graph()
     automated = {key for key in graph.get_all_asset_keys() if graph.get(key).automation_condition is not None}
-    assert asset_names(automated) == {"docvqa_rows", "chartqa_rows", "easy_vqa_rows", *RUN_ROWS}  # the 01:00 refresh
+    assert asset_names(automated) == {*ROWS_ASSETS, *RUN_ROWS}  # the 01:00 refresh
     running = [sensor for sensor in defs.get_repository_def().sensor_defs
                if isinstance(sensor, dg.AutomationConditionSensorDefinition)
                and sensor.default_status == dg.DefaultSensorStatus.RUNNING]

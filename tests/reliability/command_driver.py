@@ -6,6 +6,10 @@ the Dagster instance is ``$DAGSTER_HOME``. The process exits with the command's 
 signal it, run two at once, and read what each printed.
 
     python tests/reliability/command_driver.py --root R --models-dir M -- train --run-name r …
+
+``--hold-at-checkpoint step-6`` makes a training command wait, once that checkpoint is written, until a
+signal asks it to stop: a test that signals it there knows the signal lands mid-run, however fast the
+remaining steps would have been (they took half a second, and CI's poll sometimes came after the end).
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import argparse
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
+
+HOLD_S = 300.0
 
 
 def _tests_conftest() -> ModuleType:
@@ -26,12 +33,32 @@ def _tests_conftest() -> ModuleType:
     return module
 
 
+def hold_at_checkpoint(name: str) -> None:
+    """Once the checkpoint folder ``name`` is saved, wait (at most HOLD_S) for a stop to be requested."""
+    from aerorl_ops import stop
+    from aerorl_ops.rl.runtime import sharding
+
+    save = sharding.save_checkpoint
+
+    def save_then_hold(directory, *args, **kwargs):
+        saved = save(directory, *args, **kwargs)
+        deadline = time.monotonic() + HOLD_S
+        while Path(directory).name == name and stop.stop_requested() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return saved
+
+    sharding.save_checkpoint = save_then_hold
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--models-dir", type=Path, required=True)
+    parser.add_argument("--hold-at-checkpoint", default=None)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    if args.hold_at_checkpoint:
+        hold_at_checkpoint(args.hold_at_checkpoint)
     fixtures = _tests_conftest()
     fixtures.point_commands_at(fixtures.make_dagster_env(args.root, args.models_dir), args.models_dir,
                                Path(os.environ["DAGSTER_HOME"]))

@@ -29,7 +29,7 @@ from PIL import Image
 
 DRIVER = Path(__file__).with_name("partition_driver.py")
 
-ROW_LIMIT = 2  # per dataset, so 6 rows in all (docvqa, chartqa, easy_vqa)
+ROW_LIMIT = 2  # per dataset, so 8 rows in all (docvqa, chartqa, easy_vqa, arc)
 MAX_NEW_TOKENS = 3
 MODEL_KEY = "tiny-qwen2-vl"
 PARTITION_TABLES = ("generations", "reward_scores", "benchmark_summary")
@@ -45,7 +45,7 @@ def partition_key(batch_size: int, model_key: str = MODEL_KEY) -> dg.MultiPartit
     return dg.MultiPartitionKey({"model": model_key, "batch_size": str(batch_size)})
 
 
-ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows")
 """The shipped config's rows assets."""
 
 

@@ -38,8 +38,9 @@ import pytest
 POOL = "duckdb_writer"
 BATCH_SIZES = (1, 4, 8)
 RUN_TAG = "concurrent-partitions"
-ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
-SAMPLES = 6  # conftest's 2 rows of each of the 3 datasets
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows")
+SAMPLES = 8  # conftest's 2 rows of each of the shipped 4 datasets
+ARC_SAMPLES = 2  # generated last, in batches of their own (ARC's own max_new_tokens)
 BLOCKED_MESSAGE = f"Step blocked by limit for pool {POOL}"
 
 
@@ -64,6 +65,13 @@ def report_window(instance: dg.DagsterInstance, run_id: str) -> tuple[float, flo
     events = {event.dagster_event.event_type: event.timestamp for event in instance.all_logs(run_id)
               if event.dagster_event is not None and event.step_key == "benchmark_report"}
     return events[dg.DagsterEventType.STEP_START], events[dg.DagsterEventType.STEP_SUCCESS]
+
+
+def batch_indices(size: int) -> list[int]:
+    """The partition's batch of each row: the other datasets' rows in batches of ``size``, then ARC's in the
+    batches after them (size 4: [0, 0, 0, 0, 1, 1, 2, 2])."""
+    others = [i // size for i in range(SAMPLES - ARC_SAMPLES)]
+    return others + [others[-1] + 1 + i // size for i in range(ARC_SAMPLES)]
 
 
 @pytest.mark.slow
@@ -107,15 +115,17 @@ def test_parallel_partitions_all_succeed_and_keep_exactly_their_rows(bench, laun
     for size in BATCH_SIZES:
         assert bench.partition_counts(RUN_TAG, size) == {"generations": SAMPLES, "reward_scores": SAMPLES,
                                                          "benchmark_summary": len(ROWS_ASSETS)}
-        stored = bench.query("SELECT sample_id, batch_index FROM generations WHERE run_id = ? AND batch_size = ?",
-                             [RUN_TAG, size])
-        assert sorted(sample for sample, _ in stored) == input_ids
-        assert sorted(index for _, index in stored) == [i // size for i in range(SAMPLES)]
+        stored = bench.query("SELECT sample_id FROM generations WHERE run_id = ? AND batch_size = ?", [RUN_TAG, size])
+        assert sorted(sample for sample, in stored) == input_ids
         summary = bench.query("SELECT dataset, samples FROM benchmark_summary WHERE run_id = ? AND batch_size = ? "
                               "ORDER BY dataset", [RUN_TAG, size])
-        assert summary == [("chartqa", 2), ("docvqa", 2), ("easy_vqa", 2)]  # one row per dataset
+        assert summary == [("arc", 2), ("chartqa", 2), ("docvqa", 2), ("easy_vqa", 2)]  # one row per dataset
     assert bench.query("SELECT count(*) FROM generations")[0][0] == SAMPLES * len(BATCH_SIZES)
     assert bench.query("SELECT count(*) FROM runs WHERE run_id = ?", [RUN_TAG])[0][0] == 1
+    batches = {size: sorted(index for index, in bench.query("SELECT batch_index FROM generations WHERE run_id = ? "
+                                                            "AND batch_size = ?", [RUN_TAG, size]))
+               for size in BATCH_SIZES}
+    assert batches == {size: batch_indices(size) for size in BATCH_SIZES}
 
 
 def test_an_ephemeral_instance_cannot_enforce_pools(dagster_home):

@@ -23,7 +23,7 @@ from transformers import Qwen2VLForConditionalGeneration
 from assets.io_managers import ParquetTableIOManager
 
 RUN = "crash-run"
-FULL = {"generations": 6, "reward_scores": 6, "benchmark_summary": 3}
+FULL = {"generations": 8, "reward_scores": 8, "benchmark_summary": 4}  # conftest's 2 rows of each of 4 datasets
 EMPTY = dict.fromkeys(FULL, 0)
 
 
@@ -73,7 +73,7 @@ def test_exception_mid_generation_leaves_nothing_and_reruns_complete_without_dup
     again = bench.run_partition(1, RUN)  # (c) a rerun of a completed partition replaces it
     assert bench.partition_counts(RUN, 1) == FULL
     assert {row[2] for row in stored_generations(bench, 1)} == {again.run_id}
-    assert bench.query("SELECT count(*) FROM generations")[0][0] == 12  # two partitions (1 and 4) of 6 rows
+    assert bench.query("SELECT count(*) FROM generations")[0][0] == 16  # two partitions (1 and 4) of 8 rows
     assert runs_rows(bench) == 1
     assert stored_generations(bench, 4) == neighbour
 

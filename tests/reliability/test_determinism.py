@@ -21,7 +21,7 @@ from assets.project import benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG
 
 PROJECT = build_definitions()  # the shipped config file
-ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")  # its [datasets] tables
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows")  # its [datasets] tables
 ROWS_DEFS = [PROJECT.get_assets_def(name) for name in ROWS_ASSETS]
 ROW_LIMIT = 2  # conftest's rows per dataset
 
@@ -29,7 +29,7 @@ RUN_A, RUN_B = "determinism-a", "determinism-b"
 GENERATED = ("dataset", "sample_id", "prompt", "response", "raw_response", "reference", "claimed_entities",
              "generated_tokens", "prompt_text_tokens", "vision_tokens", "batch_index")
 SCORED = ("dataset", "sample_id", "verifier", "grounding", "format", "cost", "total_reward", "passed",
-          "manual_pass", "anls", "relaxed_accuracy", "correct", "reward_config")
+          "manual_pass", "anls", "relaxed_accuracy", "correct", "reward_config", "cell_accuracy")
 
 
 def row_files(bench) -> dict[str, bytes]:
@@ -56,10 +56,10 @@ def test_same_config_and_seed_reproduce_rows_generations_and_scores(bench):
     assert rows_a == rows_b  # byte-identical Parquet: questions, answers, rendered images
     assert run_a.run_id != run_b.run_id
     generations_a = stored(bench, "generations", GENERATED, RUN_A)
-    # every configured dataset's rows go through the partition: 2 each of chartqa, docvqa, easy_vqa
-    assert [row[0] for row in generations_a] == [name for name in ("chartqa", "docvqa", "easy_vqa")
+    # every configured dataset's rows go through the partition: 2 each of arc, chartqa, docvqa, easy_vqa
+    assert [row[0] for row in generations_a] == [name for name in ("arc", "chartqa", "docvqa", "easy_vqa")
                                                  for _ in range(ROW_LIMIT)]
-    assert all(row[3] for row in generations_a)  # six non-empty answers
+    assert all(row[3] for row in generations_a)  # eight non-empty answers
     assert generations_a == stored(bench, "generations", GENERATED, RUN_B)
     assert stored(bench, "reward_scores", SCORED, RUN_A) == stored(bench, "reward_scores", SCORED, RUN_B)
 

@@ -32,7 +32,7 @@ from assets.io_managers import ParquetTableIOManager
 from assets.runs import BENCHMARK_RUN_TAG
 
 PROJECT = build_definitions()  # the shipped config file
-ROWS_DEFS = [PROJECT.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")]
+ROWS_DEFS = [PROJECT.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows")]
 
 HOSTILE = [
     "a'; DROP TABLE runs;--",
@@ -198,7 +198,8 @@ def test_hostile_run_tag_and_sample_ids_through_a_real_partition(tmp_path, bench
     watched = (tmp_path.parent, models_dir)  # this session's tmp folders (other tests' and the model's)
     before = snapshot(*watched)
     rows_config = {"ops": {"docvqa_rows": {"config": {"files": [str(inputs)]}},
-                           "chartqa_rows": {"config": {"limit": 1}}, "easy_vqa_rows": {"config": {"limit": 1}}}}
+                           "chartqa_rows": {"config": {"limit": 1}}, "easy_vqa_rows": {"config": {"limit": 1}},
+                           "arc_rows": {"config": {"limit": 1}}}}
 
     dg.materialize(ROWS_DEFS, resources=bench.env.resources, instance=bench.env.instance,
                    tags={BENCHMARK_RUN_TAG: HOSTILE_RUN_TAG}, run_config=rows_config)
@@ -218,8 +219,8 @@ def test_hostile_run_tag_and_sample_ids_through_a_real_partition(tmp_path, bench
             stored = conn.execute(f"SELECT sample_id FROM {table} WHERE run_id = ? AND sample_id LIKE 'docvqa-%' "
                                   "ORDER BY sample_id", [HOSTILE_RUN_TAG]).fetchall()
             assert [sample_id for (sample_id,) in stored] == expected_ids
-        # the 3 hostile DocVQA rows, 1 ChartQA row, 1 easy-VQA row
-        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == 5
+        # the 3 hostile DocVQA rows, 1 ChartQA row, 1 easy-VQA row, 1 ARC row
+        assert conn.execute("SELECT count(*) FROM generations").fetchone()[0] == 6
         assert conn.execute("SELECT run_id FROM runs").fetchall() == [(HOSTILE_RUN_TAG,)]
 
 

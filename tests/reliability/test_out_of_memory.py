@@ -115,9 +115,10 @@ def test_partition_survives_out_of_memory_through_the_real_job(bench, monkeypatc
         result = bench.run_partition(4, "oom-run")
 
     assert result.success
-    assert bench.partition_counts("oom-run", 4) == {"generations": 6, "reward_scores": 6, "benchmark_summary": 3}
-    batches = bench.query("SELECT batch_index FROM generations WHERE run_id = 'oom-run' ORDER BY batch_index")
-    # 2 rows of each of the 3 datasets go through one generation pass: one sample per batch after the halvings
-    assert batches == [(index,) for index in range(6)]
+    assert bench.partition_counts("oom-run", 4) == {"generations": 8, "reward_scores": 8, "benchmark_summary": 4}
+    # two generation passes, each starting at the configured batch size: the 6 rows of docvqa, chartqa and
+    # easy_vqa, then ARC's 2 (their own max_new_tokens); each halves down to one sample per batch
     assert [message.split(" on samples")[0] for message in retry_records(caplog)] == [
-        "out of memory at batch size 4", "out of memory at batch size 2"]
+        "out of memory at batch size 4", "out of memory at batch size 2"] * 2
+    batches = bench.query("SELECT batch_index FROM generations WHERE run_id = 'oom-run' ORDER BY batch_index")
+    assert batches == [(index,) for index in range(8)]  # the partition's 8 batches, one sample each

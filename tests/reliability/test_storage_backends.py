@@ -23,7 +23,7 @@ from assets.io_managers import ParquetTableIOManager
 
 RUN = "storage-run"
 BATCH_SIZE = 4
-ROWS_IN = 6  # 2 rows of each of the 3 shipped datasets
+ROWS_IN = 8  # 2 rows of each of the 4 shipped datasets
 CREDENTIALS = {"key": "testing", "secret": "testing"}  # the moto server accepts any
 
 

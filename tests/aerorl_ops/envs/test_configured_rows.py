@@ -1,4 +1,4 @@
-"""Task items as benchmark rows: at least one image and at most the dataset's ``max_images`` per question,
+"""Task items as benchmark rows: at most the dataset's ``max_images`` images per question (none: a text-only row),
 the environment's messages kept, and the item surviving the Parquet round trip unchanged."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from PIL import Image
 
 from aerorl_ops.config.datasets import MAX_IMAGES_DEFAULT, DatasetSettings
 from aerorl_ops.envs.configured import benchmark_row, dataset_env, dataset_fingerprint, dataset_rows
+from aerorl_ops.generation.prompts import benchmark_messages
 from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.rows.parquet_io import read_items_parquet, write_items_parquet
 from aerorl_ops.rows.task_item import TaskItem, prompt_text
@@ -41,10 +42,14 @@ def test_an_item_becomes_a_row_and_round_trips_through_parquet(tmp_path):
     assert read_items_parquet(path) == [row]
 
 
-def test_an_item_without_an_image_is_rejected_with_the_reason():
-    rejected = benchmark_row(item(()), "shapes")
-    assert isinstance(rejected, RejectedRow)
-    assert rejected.reason == "has 0 images; the benchmark shows each question with at least one image"
+def test_an_item_without_an_image_is_a_text_only_row_asked_as_text(tmp_path):
+    text_only = replace(item(()), messages=({"role": "user", "content": [
+        {"type": "text", "text": "What colour is teal?\nOne word."}]},))
+    row = benchmark_row(text_only, "shapes")
+    assert (row.images, row.dataset) == ((), "shapes")
+    assert benchmark_messages(row) == [{"role": "user", "content": [
+        {"type": "text", "text": "What colour is teal?\nOne word."}]}]
+    assert read_items_parquet(write_items_parquet([row], tmp_path / "rows.parquet")) == [row]
 
 
 def test_an_item_over_max_images_is_rejected_naming_it_and_one_within_is_a_row(tmp_path):

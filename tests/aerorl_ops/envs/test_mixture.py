@@ -14,7 +14,7 @@ from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import SingleTurnEnv
 from aerorl_ops.envs.cached import env_table
-from aerorl_ops.envs.configured import dataset_env, dataset_fingerprint, dataset_rows, named_dataset
+from aerorl_ops.envs.configured import dataset_env, dataset_fingerprint, dataset_rows, named_dataset, row_kinds
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.mixture import MixtureEnv, MixtureState, mixture_counts, mixture_env, mixture_sources
 from aerorl_ops.envs.registry import dataset_kinds, env_settings, make_env
@@ -198,13 +198,15 @@ def test_a_mixture_draws_its_parts_at_their_counts_and_is_told_stale_when_one_ch
         dataset_rows(table, ["other.jsonl"])
 
 
-def test_benchmark_rows_of_a_mixture_are_the_mixture_s_and_its_text_only_rows_are_rejected_with_the_reason(
-        tiny_files):
-    rows = dataset_rows(mixture_table(tiny_files))
-    assert [row.item_id for row in rows.items] == [f"shapes/s{n}" for n in (0, 2, 3, 4, 5, 6, 9)]
-    assert {row.dataset for row in rows.items} == {"mix"}  # the rows asset's dataset; the id names the source
-    assert [(row.sample_id, row.reason.split(";")[0]) for row in rows.rejected] == [
-        ("text/t0", "has 0 images"), ("text/t6", "has 0 images"), ("text/t9", "has 0 images")]
+def test_benchmark_rows_of_a_mixture_name_their_source_and_its_text_only_rows_are_rows_too(tiny_files):
+    table = mixture_table(tiny_files)
+    rows = dataset_rows(table)
+    shapes = [(f"shapes/s{n}", "mix/shapes", 1) for n in (0, 2, 3, 4, 5, 6, 9)]
+    text = [(f"text/t{n}", "mix/text", 0) for n in (0, 6, 9)]
+    assert [(row.item_id, row.dataset, len(row.images)) for row in rows.items] == [  # interleave((7, 3), seed=0)
+        text[0], text[1], *shapes[:6], text[2], shapes[6]]
+    assert rows.rejected == []
+    assert row_kinds([table]) == {"mix": "mixture", "mix/shapes": "jsonl", "mix/text": "jsonl"}
 
 
 def test_a_run_names_a_mixture_as_its_environment(tiny_files):
@@ -238,3 +240,19 @@ def test_a_part_drawn_no_item_is_still_a_source(tiny_files):
     env = dataset_env(mixture_table(tiny_files, weights=[1, 0]))
     assert [item.dataset for item in env.items] == ["shapes"] * 10 and env.sources == ("shapes", "text")
     assert list(env.parts) == ["shapes"]  # the text part is not read
+
+
+def test_a_part_drawn_zero_times_between_two_others_leaves_the_later_part_s_items_named_as_its_own(tiny_files):
+    """Weights 0.5 / 0 / 0.5 of 4: the middle part is not built; the third part's items keep its name (they
+    were once labelled with the second's, and then could not be reset)."""
+    more = {"other": {"kind": "jsonl", "path": str(tiny_files.folder / "text.jsonl"), "split": "train",
+                      "allow_no_image": True}}
+    chosen = config(tiny_files, {"parts": ["shapes", "other", "text"], "weights": [0.5, 0.0, 0.5], "limit": 4},
+                    **more).datasets[-1]
+    env = dataset_env(chosen)
+    assert sorted((item.dataset, item.item_id.split("/")[0]) for item in env.items) == [
+        ("shapes", "shapes"), ("shapes", "shapes"), ("text", "text"), ("text", "text")]
+    assert mixture_sources(env) == ("shapes", "other", "text")
+    for item in env.items:
+        state, _ = env.reset(item)
+        assert env.step(state, Completion(item.answers[0])).info.correct

@@ -139,17 +139,19 @@ EVAL_DDL = {
                  "cpu_s DOUBLE",
     "eval_samples": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, setting VARCHAR NOT NULL, item_index INTEGER NOT "
                     "NULL, item_id VARCHAR, question_type VARCHAR, sample_no INTEGER NOT NULL, response VARCHAR, "
-                    "correct BOOLEAN, reward DOUBLE, response_tokens INTEGER, truncated BOOLEAN, reflection BOOLEAN",
+                    "correct BOOLEAN, reward DOUBLE, response_tokens INTEGER, truncated BOOLEAN, reflection BOOLEAN, "
+                    "source VARCHAR",
     "eval_metrics": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, setting VARCHAR NOT NULL, question_type VARCHAR "
                     "NOT NULL, k INTEGER, samples_per_question INTEGER, questions INTEGER, responses INTEGER, accuracy "
                     "DOUBLE, accuracy_stderr DOUBLE, pass_at_1 DOUBLE, reward_mean DOUBLE, mean_length DOUBLE, "
                     "length_clip_ratio DOUBLE, n_correct INTEGER, n_reflection INTEGER, reflection_ratio DOUBLE, "
                     "reflection_ratio_in_correct DOUBLE, reflection_ratio_in_incorrect DOUBLE, "
-                    "correct_ratio_in_reflection DOUBLE, correct_ratio_in_no_reflection DOUBLE",
+                    "correct_ratio_in_reflection DOUBLE, correct_ratio_in_no_reflection DOUBLE, "
+                    "source VARCHAR NOT NULL",
     "eval_comparisons": "eval_id VARCHAR NOT NULL, setting VARCHAR NOT NULL, question_type VARCHAR NOT NULL, method "
                         "VARCHAR NOT NULL, questions INTEGER, model_accuracy DOUBLE, baseline_accuracy DOUBLE, "
                         "difference DOUBLE, ci_low DOUBLE, ci_high DOUBLE, confidence DOUBLE, b INTEGER, c INTEGER, "
-                        "p_value DOUBLE, resamples INTEGER",
+                        "p_value DOUBLE, resamples INTEGER, source VARCHAR NOT NULL",
 }
 
 

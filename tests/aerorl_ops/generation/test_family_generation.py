@@ -11,6 +11,7 @@ from PIL import Image
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.batched import encode_prompts, generate_rows
+from aerorl_ops.models.text_only import TEXT_ONLY_REFUSALS, TextOnlyRowError
 from aerorl_ops.models.tiny_families import FAMILIES
 from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
 from aerorl_ops.rows.task_item import TaskItem
@@ -75,3 +76,23 @@ def test_a_two_image_row_shows_both_images_and_counts_every_images_tokens(name, 
         assert pair.vision_tokens == wide.vision_tokens + tall.vision_tokens > wide.vision_tokens > 0
     one_at_a_time = generate_rows(loaded, TWO_IMAGE_ROWS, batch_size=1, settings=settings)
     assert [s.vision_tokens for s in one_at_a_time] == [s.vision_tokens for s in samples]
+
+
+TEXT_ROW = TaskItem("sum", "sums", "test", "q.jsonl", "What is 2 + 2?", ("4",), ())
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_a_text_only_row_beside_an_image_row_is_answered_with_no_vision_token_or_refused_in_one_line(
+        name, tiny_family_vlm):
+    loaded, rows = tiny_family_vlm(name), [TWO_IMAGE_ROWS[1], TEXT_ROW]
+    settings = GenerationSettings(max_new_tokens=MAX_NEW_TOKENS)
+    if type(loaded.processor).__name__ in TEXT_ONLY_REFUSALS:
+        refusal = r"^model .+: a row shows no image \(1 of 2 in this batch\) and PaliGemma "
+        with pytest.raises(TextOnlyRowError, match=refusal):
+            generate_rows(loaded, rows, batch_size=2, settings=settings)
+        return
+    together = generate_rows(loaded, rows, batch_size=2, settings=settings)
+    assert [(s.sample_id, s.image_count, s.vision_tokens > 0) for s in together] == [
+        ("wide", 1, True), ("sum", 0, False)]
+    alone = generate_rows(loaded, [TEXT_ROW], batch_size=1, settings=settings)
+    assert (alone[0].vision_tokens, alone[0].prompt_text_tokens) == (0, together[1].prompt_text_tokens)

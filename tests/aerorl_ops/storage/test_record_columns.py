@@ -96,7 +96,7 @@ HAND_WRITTEN = {
     "eval_samples": (
         "eval_id string !", "role string !", "setting string !", "item_index int32 !", "item_id string",
         "question_type string", "sample_no int32 !", "response string", "correct bool", "reward double",
-        "response_tokens int32", "truncated bool", "reflection bool",
+        "response_tokens int32", "truncated bool", "reflection bool", "source string",
     ),
     "eval_metrics": (
         "eval_id string !", "role string !", "setting string !", "question_type string !", "k int32",
@@ -104,12 +104,12 @@ HAND_WRITTEN = {
         "accuracy_stderr double", "pass_at_1 double", "reward_mean double", "mean_length double",
         "length_clip_ratio double", "n_correct int32", "n_reflection int32", "reflection_ratio double",
         "reflection_ratio_in_correct double", "reflection_ratio_in_incorrect double",
-        "correct_ratio_in_reflection double", "correct_ratio_in_no_reflection double",
+        "correct_ratio_in_reflection double", "correct_ratio_in_no_reflection double", "source string !",
     ),
     "eval_comparisons": (
         "eval_id string !", "setting string !", "question_type string !", "method string !", "questions int32",
         "model_accuracy double", "baseline_accuracy double", "difference double", "ci_low double", "ci_high double",
-        "confidence double", "b int32", "c int32", "p_value double", "resamples int32",
+        "confidence double", "b int32", "c int32", "p_value double", "resamples int32", "source string !",
     ),
 }
 DERIVED = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_EVAL_SOURCES, TRAINING_ROLLOUTS,

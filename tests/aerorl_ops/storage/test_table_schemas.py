@@ -47,7 +47,7 @@ TABLES = {
         "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, sample_id VARCHAR "
         "NOT NULL, dataset VARCHAR, verifier DOUBLE, grounding DOUBLE, format DOUBLE, cost DOUBLE, "
         "total_reward DOUBLE, passed BOOLEAN, manual_pass BOOLEAN, anls DOUBLE, relaxed_accuracy DOUBLE, "
-        "correct BOOLEAN, reward_config JSON, judge DOUBLE"
+        "correct BOOLEAN, reward_config JSON, judge DOUBLE, cell_accuracy DOUBLE"
     ),
     "benchmark_summary": (
         "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, dataset VARCHAR NOT "
@@ -235,3 +235,17 @@ def test_an_older_training_runs_table_keeps_its_rows_under_the_renamed_column(tm
         stored = conn.execute("SELECT run_id, quant_bits, rejected_rows FROM training_runs").fetchall()
     assert names == list(TRAINING_RUNS.column_names)
     assert stored == [("old-run", 4, None)]
+
+
+def test_an_older_reward_scores_table_gains_cell_accuracy_last_and_null_for_its_rows():
+    """A report database made before ARC: ``cell_accuracy`` is appended after ``judge``, its old rows NULL."""
+    before = [field for field in REWARD_SCORES.schema if field.name != "cell_accuracy"]
+    older = TableSpec("reward_scores", pa.schema(before), REWARD_SCORES.partition_columns)
+    with duckdb.connect(":memory:") as conn:
+        ensure_tables(conn, [older])
+        conn.execute("INSERT INTO reward_scores (run_id, model_key, batch_size, sample_id, judge) "
+                     "VALUES ('r0', 'tiny', 4, 's0', 0.5)")
+        ensure_tables(conn, [REWARD_SCORES])
+        assert described(conn, "reward_scores") == TABLES["reward_scores"]
+        assert conn.execute("SELECT sample_id, judge, cell_accuracy FROM reward_scores").fetchall() == [
+            ("s0", 0.5, None)]

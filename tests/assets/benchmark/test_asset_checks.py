@@ -83,13 +83,21 @@ def easy_vqa_rows() -> pa.Table:
     return pa.table({"sample_id": ["easy-1"], "answers": [["teal"]], "image_sha256": ["d"]})
 
 
+@dg.asset(group_name="datasets")
+def arc_rows() -> pa.Table:  # the shipped config's fourth dataset: benchmark_report takes its rows too
+    return pa.table({"sample_id": ["arc-1"], "answers": [["01\n10"]], "image_sha256": ["e"]})
+
+
+ROWS_ASSETS = [docvqa_rows, chartqa_rows, easy_vqa_rows, arc_rows]
+
+
 @pytest.fixture
 def bench(tmp_path: Path):
     """Runs the ``benchmark`` job for (run id, batch size, stand-in settings) on tmp resources."""
     database = tmp_path / "reports" / "aerorl.duckdb"
     database.parent.mkdir()
     defs = dg.Definitions(
-        assets=[docvqa_rows, chartqa_rows, easy_vqa_rows, generations, reward_scores, benchmark_report],
+        assets=[*ROWS_ASSETS, generations, reward_scores, benchmark_report],
         asset_checks=benchmark_checks,
         jobs=[benchmark_job,
               dg.define_asset_job("report_checks", dg.AssetSelection.checks_for_assets("benchmark_report"))],
@@ -97,7 +105,7 @@ def bench(tmp_path: Path):
                    "io_manager": ParquetTableIOManager(base_dir=str(tmp_path / "cache"))},
     )
     instance = dg.DagsterInstance.ephemeral()
-    dg.materialize([docvqa_rows, chartqa_rows, easy_vqa_rows], instance=instance, resources=defs.resources)
+    dg.materialize(ROWS_ASSETS, instance=instance, resources=defs.resources)
 
     def run(run_id: str | None, batch_size: int, tags: dict[str, str] | None = None,
             **stand_in) -> dg.ExecuteInProcessResult:

@@ -21,7 +21,8 @@ from aerorl_pipeline.definitions import build_definitions
 from assets.runs import BENCHMARK_RUN_TAG
 from tests.aerorl_ops.models.torchvision_families import torchvision_family_params
 
-ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")
+ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")  # DATASETS' tables (this file's, not the shipped
+# config: a family's multi-image prompts are test_family_generation's, so no ARC rows here)
 ROWS_PER_DATASET = 2
 BATCH_SIZE = 4
 MAX_NEW_TOKENS = 3

@@ -1,7 +1,7 @@
 """A mixture in the benchmark, end to end on the embedded tiny Qwen2-VL: ``mix_rows`` caches a mixture of an image
-part and a text-only part (``kind = "mixture"``, 0.5 / 0.5 of 4), a benchmark partition generates and scores its
-rows as dataset ``mix`` (each id naming its source), and the text-only rows land in ``rejected_rows`` with the
-benchmark's reason (it shows each question with at least one image)."""
+part and a text-only part (``kind = "mixture"``, 0.5 / 0.5 of 4), and a benchmark partition generates and scores
+every row, the text-only ones without an image, each as dataset ``mix/<part>``: graded by its part's kind and
+summarised per source."""
 
 from __future__ import annotations
 
@@ -64,16 +64,18 @@ def test_a_mixture_is_one_benchmark_dataset_whose_rows_name_their_source(dagster
     assert result.success
 
     with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
-        generations = conn.execute("SELECT sample_id, dataset, image_count FROM generations "
+        generations = conn.execute("SELECT sample_id, dataset, image_count, vision_tokens > 0 FROM generations "
                                    "WHERE run_id = 'mixture' ORDER BY sample_id").fetchall()
-        rejected = conn.execute("SELECT stage, dataset, sample_id, reason FROM rejected_rows WHERE run_id = 'mixture' "
-                                "ORDER BY sample_id").fetchall()
-        scored = conn.execute("SELECT sample_id, dataset FROM reward_scores WHERE run_id = 'mixture' "
-                              "ORDER BY sample_id").fetchall()
-        summary = conn.execute("SELECT dataset FROM benchmark_summary WHERE run_id = 'mixture'").fetchall()
-    assert generations == [("shapes/s0", "mix", 1), ("shapes/s1", "mix", 1)]
-    assert [(stage, dataset, sample_id) for stage, dataset, sample_id, _ in rejected] == [
-        ("mix_rows", "mix", "sums/q0"), ("mix_rows", "mix", "sums/q1")]
-    assert all(reason.startswith("has 0 images; the benchmark shows each question with at least one image")
-               for *_, reason in rejected)
-    assert scored == [("shapes/s0", "mix"), ("shapes/s1", "mix")] and summary == [("mix",)]
+        rejected = conn.execute("SELECT count(*) FROM rejected_rows WHERE run_id = 'mixture'").fetchone()[0]
+        scored = conn.execute("SELECT s.sample_id, s.dataset, s.correct = (lower(trim(g.response)) = "
+                              "lower(g.reference[1])) FROM reward_scores s JOIN generations g USING (run_id, "
+                              "sample_id, model_key, batch_size) WHERE run_id = 'mixture' ORDER BY sample_id"
+                              ).fetchall()
+        summary = conn.execute("SELECT dataset, samples FROM benchmark_summary WHERE run_id = 'mixture' "
+                               "ORDER BY dataset").fetchall()
+    assert generations == [("shapes/s0", "mix/shapes", 1, True), ("shapes/s1", "mix/shapes", 1, True),
+                           ("sums/q0", "mix/sums", 0, False), ("sums/q1", "mix/sums", 0, False)]
+    assert rejected == 0
+    assert scored == [("shapes/s0", "mix/shapes", True), ("shapes/s1", "mix/shapes", True),
+                      ("sums/q0", "mix/sums", True), ("sums/q1", "mix/sums", True)]  # exact match: jsonl's grader
+    assert summary == [("mix/shapes", 2), ("mix/sums", 2)]

@@ -4,7 +4,9 @@ same empty guess, a rerun of the same code that changes no row, and a night on p
 (Gaussian noise, 0.7 of each tensor's spread) whose changed rows the regression check and view list.
 
 The real definitions (the shipped config's partitions) run with isolated resources: 24 easy-VQA test
-questions and one DocVQA and one ChartQA row; the model is the session's build of the shipped recipe.
+questions, one DocVQA and one ChartQA row, and two ARC rows (generated in their own batch, at ARC's 128 new
+tokens: the invariance check then covers two multi-image prompts padded together; the model answers them with
+a word, so ARC accuracy is 0); the model is the session's build of the shipped recipe.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from aerorl_pipeline.definitions import build_definitions
 from assets.resources import ModelRuntime
 from assets.runs import BENCHMARK_RUN_TAG
 
-ROWS_RUN_CONFIG = {"ops": {"docvqa_rows": {"config": {"limit": 1}}, "chartqa_rows": {"config": {"limit": 1}},
-                           "easy_vqa_rows": {"config": {"limit": 24}}}}
+ROWS_LIMITS = {"docvqa_rows": 1, "chartqa_rows": 1, "easy_vqa_rows": 24, "arc_rows": 2}  # the shipped [datasets]
+ROWS_RUN_CONFIG = {"ops": {name: {"config": {"limit": limit}} for name, limit in ROWS_LIMITS.items()}}
 NIGHT_1, NIGHT_2, NIGHT_3 = "night-1", "night-2", "night-3"
-NOISE = 0.7  # of each weight tensor's standard deviation: changes several of the 26 answers
+NOISE = 0.7  # of each weight tensor's standard deviation: changes several of the 28 answers
 
 
 def partition(batch_size: int) -> dg.MultiPartitionKey:
@@ -54,7 +56,7 @@ def nights(tmp_path_factory, dagster_env_factory, easy_vqa_model_dir):
     perturbed weights under the same model key."""
     env = dagster_env_factory(tmp_path_factory.mktemp("trained_partitions"))
     defs = build_definitions(resources=env.resources)
-    rows = [defs.get_assets_def(name) for name in ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")]
+    rows = [defs.get_assets_def(name) for name in ROWS_LIMITS]
     assert dg.materialize(rows, resources=env.resources, instance=env.instance, run_config=ROWS_RUN_CONFIG,
                           tags={BENCHMARK_RUN_TAG: NIGHT_1}).success
     job = defs.resolve_job_def("benchmark")
@@ -84,11 +86,28 @@ def test_the_trained_model_scores_real_accuracy_on_easy_vqa(nights):
     assert answers >= 3  # yes/no and colours, not one guess for every question
 
 
+def test_every_shipped_dataset_is_summarised_and_arc_rows_score_a_word_as_no_grid(nights):
+    env, _ = nights
+    with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+        samples = dict(conn.execute("SELECT dataset, samples FROM benchmark_summary WHERE run_id = ? "
+                                    "AND batch_size = 1", [NIGHT_1]).fetchall())
+        arc = conn.execute("SELECT g.response, g.generated_tokens, s.correct, s.cell_accuracy FROM generations g "
+                           "JOIN reward_scores s USING (run_id, model_key, batch_size, sample_id) WHERE g.run_id = ? "
+                           "AND g.batch_size = 1 AND g.dataset = 'arc' ORDER BY g.sample_id", [NIGHT_1]).fetchall()
+        others = conn.execute("SELECT count(*), count(cell_accuracy) FROM reward_scores WHERE run_id = ? "
+                              "AND batch_size = 1 AND dataset <> 'arc'", [NIGHT_1]).fetchone()
+    assert samples == {name.removesuffix("_rows"): limit for name, limit in ROWS_LIMITS.items()}
+    assert [(correct, cells) for *_, correct, cells in arc] == [(False, 0.0), (False, 0.0)]
+    assert all(not any(c.isdigit() for c in response) and tokens < 128 for response, tokens, *_ in arc)  # a word
+    assert others == (26, 0)  # cell_accuracy is NULL outside ARC
+
+
 def test_batch_size_4_answers_as_batch_size_1_does(nights):
     _, results = nights
     invariance = checks_of(results[(NIGHT_1, 4)])["batch_invariant"]
     assert invariance.passed
-    assert (invariance.metadata["compared"].value, invariance.metadata["mismatches"].value) == (26, 0)
+    # every row, ARC's two (padded together in a batch of their own) included: 1 + 1 + 24 + 2
+    assert (invariance.metadata["compared"].value, invariance.metadata["mismatches"].value) == (28, 0)
 
 
 def test_a_rerun_of_the_same_code_changes_no_row(nights):
