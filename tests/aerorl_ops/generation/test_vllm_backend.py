@@ -86,15 +86,18 @@ def test_greedy_vllm_equals_transformers_on_every_benchmark_row(tiny_vlm, tiny_m
     import torch
 
     from aerorl_ops.generation.backends import open_row_generator
+    from aerorl_ops.generation.batched import max_image_count
     from aerorl_ops.models.loading import load_vlm
     from assets.project import benchmark_config
 
     settings = benchmark_config().generation
-    assert not settings.do_sample and benchmark_rows  # greedy, on the shipped config's rows (144 as shipped)
-    with open_row_generator(tiny_vlm, settings) as generator:
+    assert not settings.do_sample and benchmark_rows  # greedy, on the shipped config's rows (152 as shipped)
+    images = max_image_count(benchmark_rows)
+    assert images == 7  # 144 rows of one image, and 8 ARC rows of 5 to 7: the engine takes 7 a prompt
+    with open_row_generator(tiny_vlm, settings, images) as generator:
         hf = generator.generate_rows(benchmark_rows, 8, settings)
     engine_served = load_vlm(vllm_source(tiny_model_dir), torch.device("cpu"))
-    with open_row_generator(engine_served, settings) as generator:
+    with open_row_generator(engine_served, settings, images) as generator:
         assert generator.device == "cpu"
         served = generator.generate_rows(benchmark_rows, 8, settings)
     assert engine_served.loaded_model is None  # the engine generated; the transformers weights never loaded
