@@ -135,6 +135,10 @@ def too_many_images(item: TaskItem, max_images: int) -> RejectedRow | None:
                        f"item {item.item_id!r} has {len(item.images)} images, max_images = {max_images}")
 
 
+def _source_row(mixture: str, part: str) -> str:
+    return f"{mixture}{ID_SEPARATOR}{part}"
+
+
 def row_dataset(dataset: DatasetSettings, item: TaskItem) -> str:
     """The ``dataset`` of ``item``'s benchmark row: the table's name, or ``<mixture>/<part>`` for an item of a
     mixture (whose ``item.dataset`` is its part's name, ``envs.mixture``).
@@ -144,33 +148,31 @@ def row_dataset(dataset: DatasetSettings, item: TaskItem) -> str:
     >>> row_dataset(mix, item), row_dataset(DatasetSettings("shapes", "jsonl", "test", 4), item)
     ('mix/shapes', 'shapes')
     """
-    return f"{dataset.name}{ID_SEPARATOR}{item.dataset}" if dataset.kind == MIXTURE_KIND else dataset.name
+    return _source_row(dataset.name, item.dataset) if dataset.kind == MIXTURE_KIND else dataset.name
+
+
+def row_datasets(dataset: DatasetSettings) -> list[tuple[str, DatasetSettings]]:
+    """Every ``dataset`` name (``row_dataset``) the benchmark rows of the table ``dataset`` may carry, each with
+    the table whose kind grades those rows: its own name, and a mixture's ``<mixture>/<part>`` with the part."""
+    return [(dataset.name, dataset), *((_source_row(dataset.name, part.name), part) for part in dataset.parts)]
 
 
 def row_kinds(datasets: Sequence[DatasetSettings]) -> dict[str, str]:
-    """The environment kind of every benchmark row's ``dataset`` (``row_dataset``), by that name: each table's
-    own kind, and each mixture part's kind under ``<mixture>/<part>``: which grader's accuracy test a row gets."""
-    kinds = {dataset.name: dataset.kind for dataset in datasets}
-    for dataset in datasets:
-        kinds.update({f"{dataset.name}{ID_SEPARATOR}{part.name}": part.kind for part in dataset.parts})
-    return kinds
+    """The environment kind of every benchmark row's ``dataset`` (``row_datasets``), by that name: which grader's
+    accuracy test a row gets."""
+    return {name: graded.kind for dataset in datasets for name, graded in row_datasets(dataset)}
 
 
 def row_max_new_tokens(datasets: Sequence[DatasetSettings]) -> dict[str, int]:
-    """The new-token budget of every benchmark row ``dataset`` (``row_dataset``) whose table sets one
+    """The new-token budget of every benchmark row ``dataset`` (``row_datasets``) whose table sets one
     (``max_new_tokens`` > 0): a mixture's applies to each of its sources.
 
     >>> arc = DatasetSettings("arc", "arc", "test", 8, max_new_tokens=96)
     >>> row_max_new_tokens([arc, DatasetSettings("docvqa", "docvqa", "test", 8)])
     {'arc': 96}
     """
-    budgets = {}
-    for dataset in datasets:
-        if dataset.max_new_tokens:
-            budgets[dataset.name] = dataset.max_new_tokens
-            budgets.update({f"{dataset.name}{ID_SEPARATOR}{part.name}": dataset.max_new_tokens
-                            for part in dataset.parts})
-    return budgets
+    return {name: dataset.max_new_tokens for dataset in datasets if dataset.max_new_tokens
+            for name, _ in row_datasets(dataset)}
 
 
 def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEFAULT) -> TaskItem | RejectedRow:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from aerorl_ops.eval_metrics.paired import PairedComparison, mcnemar_exact, paired_bootstrap
 from aerorl_ops.eval_runner.runner import EvalOutcome
-from aerorl_ops.storage.eval_schema import ALL_SOURCES, ALL_TYPES, ComparisonRow
+from aerorl_ops.storage.eval_schema import ALL_SOURCES, ComparisonRow, metric_groups
 
 
 def comparison_row(setting: str, question_type: str, result: PairedComparison,
@@ -44,11 +44,9 @@ def compare_outcomes(model: EvalOutcome, baseline: EvalOutcome, resamples: int =
     """The paired difference at every setting, over all questions, per question type, then per source (the
     order of ``eval_metrics``)."""
     _check_same_questions(model, baseline)
-    groups = [*((question_type, ALL_SOURCES) for question_type in [ALL_TYPES, *model.question_types()]),
-              *((ALL_TYPES, source) for source in model.sources())]
     rows = []
     for setting in model.settings:
-        for question_type, source in groups:
+        for question_type, source in metric_groups(model.question_types(), model.sources()):
             model_indices, model_scores = model.question_scores(setting.name, question_type, source)
             baseline_indices, baseline_scores = baseline.question_scores(setting.name, question_type, source)
             if model_indices != baseline_indices:  # the same items in the same order, so this is a bug

@@ -21,6 +21,7 @@ from aerorl_ops.storage.eval_schema import (
     EVAL_COMPARISONS,
     EVAL_METRICS,
     MODEL_ROLE,
+    metric_groups,
 )
 
 ALL_QUESTIONS_METRICS = ("accuracy", "pass_at_1", "reward_mean", "mean_length", "length_clip_ratio",
@@ -54,12 +55,10 @@ def side_by_side(conn: duckdb.DuckDBPyConnection, eval_id: str) -> pd.DataFrame:
     settings = list(dict.fromkeys(metrics["setting"]))
     types = sorted(set(metrics["question_type"]) - {ALL_TYPES})
     sources = list(dict.fromkeys(source for source in metrics["source"] if source != ALL_SOURCES))
-    groups = [*((question_type, ALL_SOURCES) for question_type in [ALL_TYPES, *types]),
-              *((ALL_TYPES, source) for source in sources)]
     rows = []
     for setting in settings:
         k = metrics.loc[metrics["setting"] == setting, "k"].iloc[0]
-        for question_type, source in groups:
+        for question_type, source in metric_groups(types, sources):
             key = (setting, question_type, source)
             if not any(frame is not None and key in frame.index for frame in (model, baseline)):
                 continue

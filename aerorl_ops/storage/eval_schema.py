@@ -11,6 +11,7 @@ before them gains them through ``ensure_tables``, its earlier rows holding NULL 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +32,17 @@ ALL_TYPES = "all"
 """The ``question_type`` of metrics and comparisons over every question type."""
 ALL_SOURCES = "all"
 """The ``source`` of metrics and comparisons over every source dataset (every row of an eval of one dataset)."""
+
+
+def metric_groups(question_types: Sequence[str], sources: Sequence[str]) -> list[tuple[str, str]]:
+    """The ``(question_type, source)`` of an eval's rows per setting, in their order: over everything, per
+    question type, then per source (each over every type).
+
+    >>> metric_groups(["colour"], ["shapes"])
+    [('all', 'all'), ('colour', 'all'), ('all', 'shapes')]
+    """
+    return [*((question_type, ALL_SOURCES) for question_type in [ALL_TYPES, *question_types]),
+            *((ALL_TYPES, source) for source in sources)]
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ import psutil
 import torch
 
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.envs.mixture import mixture_sources
-from aerorl_ops.eval_metrics.accuracy import accuracy_by
+from aerorl_ops.eval_runner.held_out import source_accuracy
 from aerorl_ops.losses import masked_mean
 from aerorl_ops.rl.runtime.distributed import DataParallel
 from aerorl_ops.rl.step.loss import LossStats, token_weighted_sums
@@ -90,10 +89,9 @@ def accuracy_by_source(env: TaskEnv, items: Sequence[TaskItem], correct: torch.T
     """``training_steps.accuracy_by_source`` of a rollout of ``env``: JSON ``{source: {"accuracy", "n"}}`` over
     the replies to ``items`` [B] (``correct`` [B] bool), every part of a mixture listed in order (accuracy
     null for one without a reply); None when ``env`` is no mixture."""
-    sources = mixture_sources(env)
-    if not sources:
+    by_source = source_accuracy(env, items, correct.tolist())
+    if not by_source:
         return None
-    by_source = accuracy_by(sources, zip((item.dataset for item in items), correct.tolist(), strict=True))
     return json.dumps({source: {"accuracy": value.accuracy if value.n else None, "n": value.n}
                        for source, value in by_source.items()})
 
