@@ -50,6 +50,7 @@ from aerorl_ops.envs.base import HeldItems
 from aerorl_ops.envs.gym_actions import ActionParser
 from aerorl_ops.envs.minigrid_planner import FORWARD, LEFT, RIGHT, is_minigrid, shortest_path
 from aerorl_ops.envs.types import Completion, EpisodeState, Observation, StepInfo, StepResult, observe
+from aerorl_ops.error_line import error_line
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -90,12 +91,8 @@ def make_gym(env_id: str, env_kwargs: Mapping[str, Any]):
         return gymnasium.make(env_id, render_mode="rgb_array", **dict(env_kwargs))
     except (gymnasium.error.Error, ModuleNotFoundError) as error:
         module_form = "" if ":" in env_id else f", or write it as 'module:{env_id}'"
-        raise GymnasiumIdError(f"gymnasium env {env_id!r} is not registered here ({_one_line(error)}): install the "
+        raise GymnasiumIdError(f"gymnasium env {env_id!r} is not registered here ({error_line(error)}): install the "
                                f"package that registers it ({INSTALL} for MiniGrid){module_form}") from None
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 def episode_seeds(split: str, seed: int, count: int) -> list[int]:

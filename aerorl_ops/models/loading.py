@@ -28,6 +28,7 @@ from transformers import (
 )
 from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
+from aerorl_ops.error_line import error_line
 from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
 from aerorl_ops.models.errors import ModelUnavailableError
 from aerorl_ops.models.processor_files import build_processor
@@ -200,13 +201,9 @@ def vlm_config(source: ModelSource):
     return config
 
 
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
 def _unavailable(source: ModelSource, error: Exception, what: str = "") -> ModelUnavailableError:
     if source.is_local:
-        problem = f"{what}: {_one_line(error)}" if what else _one_line(error)
+        problem = f"{what}: {error_line(error)}" if what else error_line(error)
         hint = f"the directory {source.location!r} exists but is not a loadable checkpoint ({problem})"
     elif (Path(source.location).expanduser().exists() or "/" not in source.location
           or source.location.startswith((".", "/", "~"))):

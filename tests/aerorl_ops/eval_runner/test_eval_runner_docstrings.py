@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 MODULES = ["aerorl_ops.config.evaluation", "aerorl_ops.eval_runner.replies", "aerorl_ops.eval_runner.summaries",
-           "aerorl_ops.eval_runner.model_vs_baseline", "aerorl_ops.reporting.tensorboard"]
+           "aerorl_ops.eval_runner.model_vs_baseline", "aerorl_ops.reporting.tensorboard",
+           "aerorl_ops.storage.eval_schema"]
 
 
 @pytest.mark.parametrize("name", MODULES)

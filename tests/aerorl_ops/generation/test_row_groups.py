@@ -4,6 +4,9 @@ it, the batches numbered on across the cut, and a partition whose datasets set n
 
 from __future__ import annotations
 
+import doctest
+
+import aerorl_ops.generation.row_groups as row_groups
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.partition_run import run_generation
 
@@ -25,3 +28,8 @@ def test_a_dataset_budget_is_its_rows_own_in_batches_of_their_own(tiny_vlm, few_
 def test_datasets_that_set_no_budget_are_generated_exactly_as_before(tiny_vlm, few_rows):
     plain = run_generation(tiny_vlm, few_rows, 2, SETTINGS).select(COLUMNS)
     assert run_generation(tiny_vlm, few_rows, 2, SETTINGS, max_new_tokens={"arc": 128}).select(COLUMNS) == plain
+
+
+def test_the_module_examples_hold():
+    result = doctest.testmod(row_groups)
+    assert result.failed == 0 and result.attempted > 0

@@ -7,6 +7,7 @@ settings: weights verifier .4, grounding .3, format .2, cost .1; JSON required; 
 
 from __future__ import annotations
 
+import doctest
 import json
 
 import pyarrow as pa
@@ -172,3 +173,10 @@ def test_columnar_scores_equal_the_per_record_stack(drawn, reward_settings):
         | {"reference": g["reference"]} for i, g in enumerate(drawn)], schema=GENERATION_SCHEMA)
     expected = per_record_scores(table, reward_settings).to_pylist()
     assert score_generations(table, reward_settings).to_pylist() == expected
+
+
+def test_the_module_examples_hold():
+    import aerorl_ops.scoring.partition_scores as partition_scores
+
+    result = doctest.testmod(partition_scores)
+    assert result.failed == 0 and result.attempted > 0
