@@ -10,9 +10,10 @@ prepares it with the run's, ``rl.runtime.sharding``) and for the reference. It c
   paths on that batch, under ``torch.no_grad`` in eval mode: a family whose code cannot take packed inputs fails
   or differs there, and keeps the padded path; no list of family names); ``on`` packs and fails where the check
   does; ``off`` never packs. The decision is logged, and each step's ``training_steps.scoring_path`` says it.
-- **The attention of packed rows**: on CUDA the text model switches to ``rl.step.varlen_attention``'s
-  (FlashAttention's variable-length kernel; sdpa's everywhere else) before the check, and back if packing does
-  not hold; on CPU the model's own (sdpa: a block-diagonal mask).
+- **The attention of packed rows**: the text model switches to ``rl.step.varlen_attention``'s before the check,
+  and back if packing does not hold: each sequence's own attention (on CUDA FlashAttention's variable-length
+  kernel, on CPU sdpa sequence by sequence), where sdpa would compute a block-diagonal mask over the whole row;
+  padded batches and generation keep sdpa's.
 - **Precision** (``mixed_precision``): ``bf16`` runs the model's forward under ``torch.autocast`` to bfloat16,
   its parameters (the master weights, fp32 when the model loads in fp32) and their gradients unchanged; the
   log-probs and entropies come out in float32. ``auto``: bf16 on CUDA, off elsewhere.
@@ -77,10 +78,8 @@ class TokenScoring:
     @classmethod
     def of(cls, recipe: Recipe, device: torch.device) -> TokenScoring:
         """The scoring ``recipe`` asks for, on ``device`` (``auto`` resolved for it)."""
-        cuda = device.type == "cuda"
-        bf16 = recipe.mixed_precision == "bf16" or (recipe.mixed_precision == "auto" and cuda)
-        return cls(recipe.packed_sequences, torch.bfloat16 if bf16 else None, recipe.logprob_kernel,
-                   VARLEN_ATTENTION if cuda else None)
+        bf16 = recipe.mixed_precision == "bf16" or (recipe.mixed_precision == "auto" and device.type == "cuda")
+        return cls(recipe.packed_sequences, torch.bfloat16 if bf16 else None, recipe.logprob_kernel, VARLEN_ATTENTION)
 
     def __call__(self, model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
         """Log-prob, entropy and predicting hidden state of every counted completion token of ``batch``:

@@ -13,7 +13,8 @@ that:
 
 - on a packed row (batch 1, no attention mask, position ids, queries as long as keys) on CUDA in bfloat16 or
   float16, runs the variable-length kernel over the sequences the position ids mark (each restarts at 0);
-- on a packed row elsewhere (CPU, float32), runs sdpa with the block-diagonal causal mask of those sequences;
+- on a packed row elsewhere (CPU, float32), runs sdpa on each of those sequences in turn (with a sliding window
+  or dropout: sdpa with the row's block-diagonal causal mask);
 - on anything else (padded batches, generation with a cache) is transformers' sdpa, mask and all.
 
 So a model switched to it (:func:`use_varlen_attention`, the text model only: its vision tower keeps its own
@@ -104,17 +105,47 @@ def varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
     dtype = flash_dtype(query)
     if dtype is not None and dropout == 0.0:
         return flash_varlen(query, key, value, positions, dtype, scaling, sliding_window), None
+    if sliding_window is None and dropout == 0.0:
+        return sequence_by_sequence(module, query, key, value, positions, scaling, **kwargs), None
     return sdpa_attention_forward(module, query, key, value, packed_causal_mask(positions, sliding_window),
                                   dropout=dropout, scaling=scaling, sliding_window=sliding_window, **kwargs)
 
 
-def varlen_attention_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, kv_offset: int = 0,
-                          attention_mask: torch.Tensor | None = None, **kwargs) -> torch.Tensor | None:
-    """transformers' mask interface: no mask for a row without padding or cache (the attention reads packed
-    sequences from the position ids), else sdpa's."""
-    if attention_mask is None and q_offset == 0 and kv_offset == 0 and q_length == kv_length:
+def sequence_by_sequence(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         positions: torch.Tensor, scaling: float | None, **kwargs) -> torch.Tensor:
+    """Causal sdpa of each packed sequence alone, in turn: query [1, Hq, M, D], key and value [1, Hkv, M, D]
+    -> [1, M, Hq, D] (each sequence's own attention cost, no [M, M] mask)."""
+    bounds, _ = sequence_bounds(positions)
+    edges = bounds.tolist()
+    parts = [sdpa_attention_forward(module, query[:, :, start:stop], key[:, :, start:stop], value[:, :, start:stop],
+                                    None, scaling=scaling, is_causal=True, **kwargs)[0]  # [1, length, Hq, D]
+             for start, stop in zip(edges[:-1], edges[1:], strict=True)]
+    return torch.cat(parts, dim=1)  # [1, M, Hq, D]
+
+
+def varlen_attention_mask(*args, attention_mask: torch.Tensor | None = None, **kwargs) -> torch.Tensor | None:
+    """transformers' mask interface (its arguments passed on to sdpa's as they came): no mask for rows without
+    padding or cache (the attention reads packed sequences from the position ids), else sdpa's."""
+    if attention_mask is None and not args and without_cache(kwargs):
         return None
-    return sdpa_mask(batch_size, q_length, kv_length, q_offset, kv_offset, attention_mask=attention_mask, **kwargs)
+    return sdpa_mask(*args, attention_mask=attention_mask, **kwargs)
+
+
+def without_cache(mask_arguments: dict) -> bool:
+    """Whether the queries are the keys (no cached tokens before them), from transformers' mask arguments: its
+    offsets and lengths, or (older transformers 5 releases) its ``cache_position``.
+
+    >>> without_cache({"q_length": 5, "kv_length": 5, "q_offset": 0, "kv_offset": 0})
+    True
+    >>> without_cache({"cache_position": torch.arange(4, 5), "kv_length": 5})
+    False
+    """
+    cache_position = mask_arguments.get("cache_position")
+    kv_length = mask_arguments.get("kv_length")
+    if cache_position is not None:
+        return cache_position.numel() == kv_length and int(cache_position[0]) == 0
+    return (mask_arguments.get("q_offset", 0) == 0 and mask_arguments.get("kv_offset", 0) == 0
+            and mask_arguments.get("q_length") == kv_length)
 
 
 def register_varlen_attention() -> None:

@@ -188,3 +188,49 @@ def test_one_row_and_off_score_padded_and_decide_nothing(fresh_tiny_vlm):
     TokenScoring("off")(model, ragged_batch(fresh_tiny_vlm))
     assert not hasattr(model, PACKING_CHECK)
     assert scoring_path(model, TokenScoring("auto")) == scoring_path(model, TokenScoring("off")) == "padded"
+
+
+def test_generation_is_unchanged_by_the_switch_to_the_varlen_attention(fresh_tiny_vlm):
+    """The switch outlives the check (rollouts then generate with it): padded prompts and the cache keep sdpa's
+    masks, so greedy replies and their scores are sdpa's."""
+    loaded = fresh_tiny_vlm
+    inputs = encode_prompts(loaded, ROWS)
+
+    def greedy():
+        with torch.inference_mode():
+            out = loaded.model.generate(**inputs, max_new_tokens=6, do_sample=False, output_logits=True,
+                                        return_dict_in_generate=True, pad_token_id=loaded.tokenizer.pad_token_id)
+        return out.sequences, torch.stack(out.logits, dim=1)
+
+    sequences, logits = greedy()
+    assert varlen_attention.set_text_attention(loaded.model, VARLEN_ATTENTION)
+    switched_sequences, switched_logits = greedy()
+    assert torch.equal(switched_sequences, sequences)
+    torch.testing.assert_close(switched_logits, logits, **TOLERANCE)
+
+
+def test_an_rl_step_packs_every_pass_and_matches_the_padded_step(tiny_model_dir):
+    """The trainer's own scoring (its ``TokenScoring``, through the policy it prepares, and the reference it
+    passes it to): a GRPO step with a KL-loss reference packs (recorded per step) and gives the padded step's
+    loss, KL, entropy and gradient norm (the entropy bonus gives a gradient whatever the rewards)."""
+    from aerorl_ops.config.training import TrainingSettings
+    from aerorl_ops.envs.registry import make_env
+    from aerorl_ops.rl.runtime.policy import policy_and_reference
+    from aerorl_ops.rl.step.trainer import RLTrainer
+
+    torch.set_num_threads(1)
+    env = make_env("easy_vqa", split="train", limit=8, seed=1)
+    stats = {}
+    for mode in ("auto", "off"):
+        settings = TrainingSettings(group_size=3, prompts_per_step=2, max_new_tokens=5, kl_coef=0.05, quant_bits=16,
+                                    entropy_coef=0.01, learning_rate=1e-3, seed=2, packed_sequences=mode)
+        policy, reference = policy_and_reference(str(tiny_model_dir), settings, device="cpu")
+        trainer = RLTrainer(settings.resolve(), policy, reference)
+        stats[mode] = trainer.rl_step(env, [0, 1])
+        if mode == "auto":
+            assert getattr(reference.loaded.model, PACKING_CHECK).packs  # the reference packs too
+    assert stats["auto"].scoring_path == f"packed ({VARLEN_ATTENTION} attention)"
+    assert stats["off"].scoring_path == "padded"
+    assert stats["off"].grad_norm > 0 and stats["off"].loss != 0
+    for name in ("loss", "kl", "entropy", "grad_norm", "response_length"):
+        assert getattr(stats["auto"], name) == pytest.approx(getattr(stats["off"], name), rel=1e-5, abs=1e-7), name
