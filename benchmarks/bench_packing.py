@@ -206,7 +206,8 @@ def language_parameters(model) -> int:
     return sum(p.numel() for name, p in model.named_parameters() if "visual" not in name and "vision" not in name)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark (arguments: ``argv``, else the command line); returns the figures it printed."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--model", default=None, help="checkpoint folder (default: the embedded tiny Qwen2-VL)")
@@ -230,7 +231,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the figures here as JSON")
     parser.add_argument("--quick", action="store_true", help="CPU seconds: 2 prompts x 3 replies, 1 repeat")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     if args.quick:
@@ -290,6 +291,7 @@ def main() -> None:
                   for k, v in figures["kernels"].items() if k != "rows"))
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2))
+    return figures
 
 
 if __name__ == "__main__":
