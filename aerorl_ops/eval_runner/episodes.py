@@ -22,7 +22,7 @@ from aerorl_ops.envs.judged import JudgedEnv
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.replies import generate_new_tokens
 from aerorl_ops.generation.batched import trim_after_eos
-from aerorl_ops.generation.generator_sampling import PrivateDraws, generator_decoding
+from aerorl_ops.generation.generator_sampling import PrivateDraws
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rewards.judge import OK
 from aerorl_ops.rows.task_item import TaskItem
@@ -61,11 +61,9 @@ def generate_replies(loaded: LoadedVLM, inputs, max_new_tokens: int, sampling: S
     ``generation.generator_sampling``)."""
     if sampling is None:
         decoding = dict(do_sample=False, temperature=None, top_k=None, top_p=None)
-    elif draws is not None:
-        decoding = generator_decoding(loaded.model, sampling.temperature, sampling.top_k, sampling.top_p, draws)
     else:
         decoding = dict(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
-    new_tokens, eos = generate_new_tokens(loaded, inputs, max_new_tokens, decoding)
+    new_tokens, eos = generate_new_tokens(loaded, inputs, max_new_tokens, decoding, draws=draws)
     ids = [trim_after_eos(tokens, eos) for tokens in new_tokens]
     texts = [loaded.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
     truncated = [len(row) >= max_new_tokens and not (row and row[-1] in eos) for row in ids]

@@ -6,9 +6,9 @@
   left-padded, on the model's device (a row without image or video refused in one line for a family
   that cannot take one: ``models.text_only``); a row's video as a video where the processor has a video
   processor, else its frames as images (``models.video_input``: ``shown_observations``);
-- ``sample_responses``: ``setting.n`` responses per prompt from one ``generate`` call
-  (``num_return_sequences``, so each prompt and image is encoded once): greedy, or sampled at the
-  setting's temperature and top-p with top-k off. Special and added tokens other than EOS are never
+- ``sample_responses``: ``setting.n`` responses per prompt from one decoding call (``num_return_sequences``:
+  each prompt and image is encoded once), by the model's decode path (``generation.decode``): greedy, or
+  sampled at the setting's temperature and top-p with top-k off. Special and added tokens other than EOS are never
   emitted (``aerorl_ops.generation.suppression``); a response is at most ``max_new_tokens`` long.
 
 The RNG is seeded inside ``torch.random.fork_rng``: the same seed and batch give the same responses,
@@ -28,6 +28,8 @@ from aerorl_ops.envs.types import Observation
 from aerorl_ops.envs.video_messages import frames_as_images
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.generation.decode import decode_new_tokens
+from aerorl_ops.generation.generator_sampling import PrivateDraws
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.text_only import check_text_only
@@ -117,10 +119,12 @@ def split_at_eos(tokens: Sequence[int], eos: Sequence[int]) -> tuple[list[int], 
 
 
 def generate_new_tokens(loaded: LoadedVLM, inputs, max_new_tokens: int, decoding: Mapping[str, object],
-                        num_return_sequences: int = 1) -> tuple[list[list[int]], list[int]]:
-    """``model.generate`` on the prompt rows of ``inputs`` with ``decoding`` (``do_sample``,
-    ``temperature``, ``top_p``, ``top_k``), in eval mode under ``torch.inference_mode`` (the training
-    flag restored), every special or added token but EOS suppressed. Returns each output row's
+                        num_return_sequences: int = 1, draws: PrivateDraws | None = None
+                        ) -> tuple[list[list[int]], list[int]]:
+    """The model's replies to the prompt rows of ``inputs`` with ``decoding`` (``do_sample``, ``temperature``,
+    ``top_p``, ``top_k``; sampled from ``draws``' generator when given), by its decode path
+    (``generation.decode``: ``generate`` or a static KV cache), in eval mode under ``torch.inference_mode`` (the
+    training flag restored), every special or added token but EOS suppressed. Returns each output row's
     generated ids (prompt removed; EOS and the padding after it kept) and the EOS ids."""
     model = loaded.model
     eos = eos_token_ids(loaded)
@@ -128,13 +132,10 @@ def generate_new_tokens(loaded: LoadedVLM, inputs, max_new_tokens: int, decoding
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
-            output = model.generate(**inputs, max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
-                                    pad_token_id=loaded.tokenizer.pad_token_id, eos_token_id=eos,
-                                    suppress_tokens=suppress, **decoding)
+        new = decode_new_tokens(loaded, inputs, max_new_tokens, decoding, eos, suppress, num_return_sequences, draws)
     finally:
         model.train(was_training)
-    return output[:, inputs["input_ids"].shape[1]:].cpu().tolist(), eos  # [B * n, <= max_new_tokens]
+    return new.token_ids, eos  # [B * n, <= max_new_tokens]
 
 
 def sample_responses(loaded: LoadedVLM, inputs, setting: SamplingSetting, max_new_tokens: int,

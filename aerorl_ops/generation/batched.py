@@ -19,6 +19,7 @@ from PIL import Image
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
+from aerorl_ops.generation.decode import decode_new_tokens
 from aerorl_ops.generation.prompts import benchmark_messages, item_prompt
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.text_only import check_text_only
@@ -126,32 +127,21 @@ def eos_token_ids(loaded: LoadedVLM) -> list[int]:
 def generate_batch(loaded: LoadedVLM, rows: Sequence[TaskItem], settings: GenerationSettings,
                    batch_index: int = 0) -> list[GeneratedSample]:
     """Generate for ``rows`` in one left-padded batch; the model gets every input the processor returns."""
-    model = loaded.model
     inputs = encode_prompts(loaded, rows)
-    prompt_length = inputs["input_ids"].shape[1]
     vision = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, loaded.source.label))  # [B, T]
     eos_ids = eos_token_ids(loaded)
     clock = CompletionClock(eos_ids, len(rows))
     if settings.do_sample:
         torch.manual_seed(settings.seed + batch_index)
-    with torch.inference_mode():
-        clock.start()
-        output = model.generate(
-            **inputs,
-            max_new_tokens=settings.max_new_tokens,
-            pad_token_id=loaded.tokenizer.pad_token_id,
-            eos_token_id=eos_ids,
-            stopping_criteria=[clock],
-            **settings.generate_kwargs(),
-        )
-        if loaded.device.type == "cuda":
-            torch.cuda.synchronize(loaded.device)
+    clock.start()
+    new = decode_new_tokens(loaded, inputs, settings.max_new_tokens, settings.generate_kwargs(), eos_ids,
+                            suppressed=[], stopping_criteria=[clock])  # a benchmark answer may be any token
     batch_ms = (time.perf_counter() - clock._started) * 1000.0
-    new_tokens = output[:, prompt_length:].cpu()  # [B, N]
-    finish_s = clock.seconds_per_row()
+    new_tokens = new.token_ids  # [B, N]
+    finish_s = clock.seconds_per_row() if new.finished_s is None else new.finished_s
     samples = []
     for i, row in enumerate(rows):
-        tokens = trim_after_eos(new_tokens[i].tolist(), eos_ids)
+        tokens = trim_after_eos(new_tokens[i], eos_ids)
         text_tokens = int(inputs["attention_mask"][i].sum()) - int(vision[i].sum())
         samples.append(GeneratedSample(
             sample_id=row.item_id,

@@ -14,13 +14,21 @@ EMBEDDED_MODELS = (EMBEDDED_DEFAULT, EMBEDDED_EASY_VQA)
 HF_BACKEND = "hf"
 VLLM_BACKEND = "vllm"
 BACKENDS = (HF_BACKEND, VLLM_BACKEND)
+DECODE_AUTO = "auto"
+DECODE_GENERATE = "generate"
+DECODE_STATIC = "static"
+DECODE_COMPILED = "compiled"
+DECODE_PATHS = (DECODE_AUTO, DECODE_GENERATE, DECODE_STATIC, DECODE_COMPILED)
+"""How the "hf" backend decodes (``generation.decode``): by device (auto), transformers' ``generate``, a static
+KV cache with an eager step, or with the step compiled."""
 
 
 @dataclass(frozen=True)
 class GenerationBackend:
-    """How a model generates: ``name`` is "hf" (transformers' ``generate``, the default) or "vllm"
-    (vLLM's offline ``LLM``). The engine settings are vLLM's ``LLM(...)`` keywords, passed as they
-    are; one left unset (None) keeps vLLM's own default. ``engine_args`` holds any other keyword.
+    """How a model generates: ``name`` is "hf" (the transformers model, the default) or "vllm"
+    (vLLM's offline ``LLM``). ``decode``: how the "hf" model decodes (``DECODE_PATHS``). The engine settings
+    are vLLM's ``LLM(...)`` keywords, passed as they are; one left unset (None) keeps vLLM's own default.
+    ``engine_args`` holds any other keyword.
 
     >>> GenerationBackend("vllm", max_model_len=4096, engine_args=(("enforce_eager", True),)).engine_kwargs()
     {'max_model_len': 4096, 'enforce_eager': True}
@@ -31,10 +39,13 @@ class GenerationBackend:
     max_model_len: int | None = None
     tensor_parallel_size: int | None = None
     engine_args: tuple[tuple[str, object], ...] = field(default=(), hash=False)
+    decode: str = DECODE_AUTO
 
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.name!r}")
+        if self.decode not in DECODE_PATHS:
+            raise ValueError(f"decode must be one of {DECODE_PATHS}, got {self.decode!r}")
 
     @property
     def uses_engine(self) -> bool:

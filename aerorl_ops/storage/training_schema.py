@@ -93,6 +93,13 @@ class StepStats:
     # how the step's log-prob and update passes ran (rl.step.token_scoring): "packed (<attention> attention)",
     # "padded: <why the model's check failed>", or "padded"
     scoring_path: str | None = None
+    # RL: seconds of the step's rollout (sampling and grading), of scoring it (old and reference log-probs) and of
+    # its updates (the device synchronized at each mark); None for a supervised step
+    rollout_s: float | None = None
+    scoring_s: float | None = None
+    update_s: float | None = None
+    # RL: how the rollout decoded (generation.decode: "generate", "compiled (static cache)", "generate: <why>")
+    decode_path: str | None = None
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)

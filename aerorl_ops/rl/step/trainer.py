@@ -68,6 +68,7 @@ from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import Recipe, require_recipe
 from aerorl_ops.config.training_rules import rollout_mode_problem, sharding_problem, sleep_mode_device_problem
 from aerorl_ops.envs.base import TaskEnv, items_at
+from aerorl_ops.generation.decode import decoded_with
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.core.algorithms import build_algorithm, token_rewards
 from aerorl_ops.rl.core.functional import explained_variance, kl_penalty, truncated_is_weight
@@ -80,6 +81,7 @@ from aerorl_ops.rl.runtime.value_head import ValueHead
 from aerorl_ops.rl.step.behaviour import BehaviourWeights, SamplingWeights
 from aerorl_ops.rl.step.loss import RLLoss, Targets
 from aerorl_ops.rl.step.multi_turn import episode_images
+from aerorl_ops.rl.step.phase_clock import PhaseClock
 from aerorl_ops.rl.step.rollout import supervised_batch
 from aerorl_ops.rl.step.rollout_ahead import RolloutAhead, ahead_job
 from aerorl_ops.rl.step.rollout_engine import RolloutEngine
@@ -296,6 +298,7 @@ class RLTrainer:
         self._seed_step()
         self._sync_parameters()
         loaded, settings = self._policy().loaded, self.settings
+        clock = PhaseClock(loaded.device)
         off_policy = settings.rollout_mode == "one_step_off"
         sampling = (self._behaviour.sampling(loaded, env, self.state.step) if off_policy
                     else SamplingWeights(loaded, False, self.state.step))
@@ -304,11 +307,13 @@ class RLTrainer:
             rollout = step_rollout(sampling.loaded, env, prompts, settings, self.dp, self._sample_seed,
                                    self.rollouts.synced(loaded, episode_images(env)), more_prompts)
             self.rollouts.sleep()  # vllm_sleep_mode: the update has the device until the next sync
+        clock.mark("rollout_s")
         share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each
         local_rows = share.rows(loaded.device)  # [b]
         completion = response_mask(lengths, max(int(lengths.max()), 1))  # [B, L] replies (and env tokens)
         scored = self._score_rollout(rollout.batches, completion[local_rows])  # this rank's rows
         scores = RolloutScores(*share.gather_rollout(*scored, device=loaded.device))  # [B, L]
+        clock.mark("scoring_s")
         old_logprob, is_weight = scores.logprob, None  # [B, L]: sync, the step's start sampled it
         if sampling.off_policy:
             (behaviour_logprob,) = share.gather_rollout(response_layout(
@@ -344,11 +349,13 @@ class RLTrainer:
         with self._ahead.beside(ahead):  # the next step's rollout sampled while this step updates
             updates = [self._update(parts, local, whole) for _ in range(settings.ppo_epochs)
                        for parts, whole in minibatches]
+        clock.mark("update_s")
         skipped = any(update.skipped for update in updates)
         self._count_step(skipped, "the loss or gradient of an update")
         passes = [stats for update in updates for stats in update.passes]
         extra = rl_step_extra(self.dp, kl, mask, scores.entropy, passes, rollout.groups, sampling.behaviour_step,
                               accuracy_by_source(env, rollout.items, outcomes.correct))
+        extra.update(clock.seconds, decode_path=decoded_with(loaded.model))
         if scores.values is not None:
             extra["value_loss"] = sum(update.value_loss for update in updates) / len(updates)
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
