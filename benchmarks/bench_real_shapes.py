@@ -163,9 +163,7 @@ def build(name: str, folder: Path, seed: int = 0) -> PartResult:
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(folder)
-    from aerorl_ops.models.image_only_processor import save_processor
-
-    save_processor(family_processor(spec, tokenizer), folder)
+    family_processor(spec, tokenizer).save_pretrained(folder)
     vocab = model.get_output_embeddings().weight.shape[0]
     return PartResult("build", time.perf_counter() - started, peak_rss_bytes(), params=model.num_parameters(),
                       detail=f"vocab {vocab}, tokenizer {len(tokenizer)} tokens, "

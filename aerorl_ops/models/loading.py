@@ -3,8 +3,8 @@
 The embedded default goes through this same path. Policy:
 - ``local_files_only`` when offline, so nothing reaches for a hub that cannot be reached;
 - ``trust_remote_code`` stays off unless the model's entry in our config turns it on;
-- the processor is ``AutoProcessor``'s; where the stock one cannot be built because of its video
-  processor (transformers' need torchvision), the same class without it (``image_only_processor``);
+- the processor is ``AutoProcessor``'s, video processor included (``processor_files``); one that
+  cannot be built is an error naming the family and what is missing;
 - a model that an inference engine generates with (``backend = "vllm"``) loads its processor now
   and its transformers weights only when something asks for ``.model`` (an evaluation, say), so a
   GPU never holds the engine's copy and an idle second one.
@@ -31,7 +31,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_
 from aerorl_ops.error_line import error_line
 from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
 from aerorl_ops.models.errors import ModelUnavailableError
-from aerorl_ops.models.processor_files import build_processor
+from aerorl_ops.models.processor_files import ProcessorUnavailableError, build_processor
 from aerorl_ops.models.prompt_template import use_prompt_template
 
 CHECKPOINT_FILES_ERRORS = (OSError, ValueError, KeyError, TypeError, ImportError)
@@ -139,8 +139,8 @@ def load_processor(source: ModelSource) -> ProcessorMixin:
     config = vlm_config(source)
     try:
         processor = build_processor(source.location, config.model_type, source.pretrained_kwargs())
-    except CHECKPOINT_FILES_ERRORS as error:
-        raise _unavailable(source, error, "its processor cannot be built") from error
+    except ProcessorUnavailableError as error:
+        raise _unavailable(source, error) from error
     if getattr(processor, "tokenizer", None) is None:
         raise _unavailable(source, TypeError(f"the files make a {type(processor).__name__}, not a processor "
                                              "with a tokenizer (are the processor files missing?)"),

@@ -3,9 +3,8 @@ mask counting ``<|video_pad|>``, every video family's mask and forward pass (Qwe
 InternVL, SmolVLM2), the frame rate reaching Qwen2.5-VL, SmolVLM2's refusal of a batch mixing video and images,
 and short training steps (a frozen vision encoder, LoRA, an RL step) on a one-item environment with a video row.
 
-Stock video processors need torchvision, so these run in the vLLM venv (``.venv-vllm``, where torchvision
-imports: ``.venv-vllm/bin/python -m pytest -m vllm tests/aerorl_ops/eval_runner/test_video_families.py``) and
-are skipped, with the reason, in ``.venv``. Frames come from frame files: no PyAV needed.
+Stock video processors need torchvision (``make setup`` installs it). Frames come from frame files: no PyAV
+needed.
 """
 
 from __future__ import annotations
@@ -28,10 +27,7 @@ from aerorl_ops.rl.step.prompts import drawn_prompts
 from aerorl_ops.rl.step.rollout import sample_parts, supervised_batch
 from aerorl_ops.rl.step.sequences import append_completions, completion_logprobs
 from aerorl_ops.rl.step.trainer import RLTrainer
-from tests.aerorl_ops.models.torchvision_families import torchvision_missing
 from tests.aerorl_ops.rows.video_clips import PALETTE, write_frames
-
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(bool(torchvision_missing()), reason=torchvision_missing())]
 
 FRAMES = tuple(Image.new("RGB", (56, 56), PALETTE[k]) for k in range(4))
 QUESTION = "What colour comes last?"

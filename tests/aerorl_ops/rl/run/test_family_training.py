@@ -25,7 +25,6 @@ from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, generat
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.family_parts import family_parts, part_of, part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.models.tiny_families import FAMILIES
 from aerorl_ops.models.tiny_family_build import random_init_model
 from aerorl_ops.rl.run.phases import run_training
 from aerorl_ops.rl.runtime.lora import ADAPTER_DIR, lora_config, lora_layers
@@ -35,7 +34,7 @@ from aerorl_ops.rl.step.per_token_inputs import UnknownPerTokenInputError, check
 from aerorl_ops.rl.step.rollout import supervised_batch
 from aerorl_ops.rl.step.sequences import append_completions, completion_logprobs
 from aerorl_ops.rl.step.trainer import RLTrainer
-from tests.aerorl_ops.models.torchvision_families import torchvision_family_params
+from tests.aerorl_ops.models.family_params import family_params
 
 END_OF_TURN = {"qwen2-vl": "<|im_end|>", "qwen2.5-vl": "<|im_end|>", "qwen3-vl": "<|im_end|>",
                "smolvlm": "<end_of_utterance>", "smolvlm2": "<end_of_utterance>", "gemma3": "<end_of_turn>",
@@ -45,8 +44,7 @@ END_OF_TURN = {"qwen2-vl": "<|im_end|>", "qwen2.5-vl": "<|im_end|>", "qwen3-vl":
                "llava-next": "</s>", "mistral3": "</s>", "llama4": "<|eot|>", "perception-lm": "<|eot_id|>"}
 """What each family's chat template writes after an assistant reply, written out by hand (LLaVA-1.5's writes
 no special token: its EOS; PaliGemma's prompt format ends a reply with EOS)."""
-EVERY_FAMILY = list(FAMILIES) + torchvision_family_params()
-"""The families of ``FAMILIES`` and, in the vLLM venv (``make test-vllm``), those whose processor needs torchvision."""
+EVERY_FAMILY = family_params()
 
 STEPS = dict(group_size=2, max_new_tokens=3, kl_coef=0.0, learning_rate=1e-2, seed=3)
 
@@ -230,7 +228,7 @@ def test_a_run_names_an_unknown_per_token_input_before_its_first_step(tiny_famil
     assert steps == []
 
 
-@pytest.mark.parametrize("name", EVERY_FAMILY)
+@pytest.mark.parametrize("name", family_params(runs_model=False))
 def test_the_supervised_target_ends_with_the_end_of_turn_token(tiny_family_vlm, env, name):
     loaded = tiny_family_vlm(name)
     batch = supervised_batch(loaded, env, items_at(env, [0, 1]))
@@ -292,7 +290,7 @@ def head_name(model) -> str:
     return next(name for name, module in model.named_modules() if module is model.get_output_embeddings())
 
 
-@pytest.mark.parametrize("name", EVERY_FAMILY)
+@pytest.mark.parametrize("name", family_params(runs_model=False))
 def test_each_family_s_encoder_and_projector(tiny_family_vlm, name):
     model = tiny_family_vlm(name).model
     names = [n for n, _ in model.named_parameters()]
@@ -310,7 +308,7 @@ def snapshot(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", EVERY_FAMILY)
 @pytest.mark.parametrize("freeze_projector", [False, True])
 def test_a_frozen_encoder_stays_while_the_projector_trains_unless_frozen(tiny_family_dir, env, name,
                                                                          freeze_projector):
@@ -374,8 +372,7 @@ QUANTIZED_ALGORITHMS = [("grpo", 8), ("dr_grpo", 4), ("rloo", 8), ("reinforce_pp
 
 
 @pytest.mark.parametrize(("name", "algorithm", "quant_bits"),
-                         [(name, *pair) for pair in QUANTIZED_ALGORITHMS for name in FAMILIES]
-                         + torchvision_family_params(*QUANTIZED_ALGORITHMS[:2]))  # int8 and nf4 each
+                         family_params(*QUANTIZED_ALGORITHMS))
 def test_an_rl_step_of_every_algorithm_against_a_quantized_reference(tiny_family_dir, env, name, algorithm,
                                                                       quant_bits):
     """One RL step with the KL to a bitsandbytes-quantized copy of the family's checkpoint: the reference
