@@ -22,7 +22,7 @@ from aerorl_ops.generation.completion_clock import CompletionClock
 from aerorl_ops.generation.prompts import benchmark_messages, item_prompt
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.text_only import check_text_only
-from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rows.task_item import TaskItem
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[TaskItem], settings: Genera
     model = loaded.model
     inputs = encode_prompts(loaded, rows)
     prompt_length = inputs["input_ids"].shape[1]
-    vision = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, loaded.source.label))  # [B, T]
+    vision = vision_token_mask(inputs["input_ids"], loaded.vision.token_ids)  # [B, T]
     eos_ids = eos_token_ids(loaded)
     clock = CompletionClock(eos_ids, len(rows))
     if settings.do_sample:

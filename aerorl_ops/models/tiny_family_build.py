@@ -82,8 +82,8 @@ def shut_at_init(parameter: torch.Tensor) -> bool:
 
 
 def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
-    """The family's stock processor, with its video processor where it has one (of the image processor's
-    geometry, ``video_geometry``)."""
+    """The family's stock processor, with its video processor (of the image processor's geometry,
+    ``video_geometry``) and audio feature extractor where it has them."""
     import transformers
 
     class_name, image_kwargs = spec.image_processor
@@ -91,6 +91,9 @@ def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
     if spec.video_processor is not None:
         video_name, video_kwargs = spec.video_processor
         parts["video_processor"] = matching_video_processor(video_name, parts["image_processor"], **video_kwargs)
+    if spec.feature_extractor is not None:
+        extractor_name, extractor_kwargs = spec.feature_extractor
+        parts["feature_extractor"] = getattr(transformers, extractor_name)(**extractor_kwargs)
     stock = processor_class_from_name(PROCESSOR_MAPPING_NAMES[spec.model_type])
     return stock(**parts, chat_template=spec.chat_template, **spec.processor)
 

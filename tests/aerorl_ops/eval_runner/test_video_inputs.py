@@ -10,7 +10,7 @@ from PIL import Image
 from aerorl_ops.envs.types import Observation
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.models.video_input import VideoMode, video_kwargs, video_mode
-from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rl.step.multi_turn import env_turn
 from aerorl_ops.rl.step.sequences import append_completions
 from tests.aerorl_ops.rows.video_clips import PALETTE
@@ -52,7 +52,7 @@ def test_mixed_batches_keep_each_row_s_images_in_place(tiny_family_vlm):
 
     inputs = encode_observations(loaded, [video_observation(), still])
 
-    mask = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor))
+    mask = vision_token_mask(inputs["input_ids"], loaded.vision.token_ids)
     assert mask.sum(dim=1).tolist() == [12, 4]
     assert torch.equal(inputs["pixel_values"][3], encode_observations(loaded, [still])["pixel_values"][0])
 

@@ -1,5 +1,6 @@
 """Tiny checkpoints of every VLM family load through the project's loader, with the family's own stock
-processor (its video processor included) and vision-token masks read from that processor."""
+processor (its video processor included), and their images reach the language model. Their vision tokens:
+``test_vision_trace.py``."""
 
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ from aerorl_ops.models import processor_files
 from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor, load_vlm
 from aerorl_ops.models.tiny_families import family
 from aerorl_ops.models.tiny_family_build import build_tiny_family
-from aerorl_ops.models.vision_tokens import UnknownVisionTokensError, vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import UnknownVisionTokensError, processor_image_token_ids, vision_token_mask
 from tests.aerorl_ops.models.family_params import family_params
 
-TYPED_MASKS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "gemma3", "llava-onevision", "internvl", "glm4.1v",
-               "qwen3-vl-moe", "paligemma", "aya-vision", "llava", "llava-next")
-"""Families whose processor's own token-type ids mark exactly the tokens of ``vision_token_ids``."""
+TYPED_MASKS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "gemma3", "llava-onevision", "glm4.1v", "qwen3-vl-moe",
+               "paligemma", "llava", "llava-next", "qwen3.5", "gemma4", "ernie4.5-vl")
+"""Families whose processor's own token-type ids mark exactly the tokens the model fills (InternVL's and Aya
+Vision's also mark image delimiters, which their models embed as text)."""
 TOKENS_PER_IMAGE = {"smolvlm": 4, "smolvlm2": 4, "gemma3": 4, "paligemma": 4, "idefics2": 4, "llava": 4,
-                    "mllama": 1, "aya-vision": 7}
-"""Families with a fixed number of image tokens per image (no tiling at the tiny image size; Aya Vision's 4
-patches with its start, global-tile and end tokens; Llama 3.2 Vision's one ``<|image|>``, read by cross-attention)."""
+                    "mllama": 1, "aya-vision": 4, "ovis2": 7}
+"""Families with a fixed number of vision tokens per image (no tiling at the tiny image size; Llama 3.2 Vision's
+one ``<|image|>``, read by cross-attention; Ovis2's 4 ``<IMG_ATOM>`` and 3 visual indicators)."""
 
 
 def two_prompts(processor):
@@ -45,7 +47,7 @@ def test_each_family_loads_with_its_own_processor_and_its_vision_tokens(name, ti
     assert loaded.model.config.model_type == family(name).model_type
     assert processor.tokenizer.padding_side == "left"
     batch = two_prompts(processor)
-    mask = vision_token_mask(batch["input_ids"], vision_token_ids(processor, name))  # [2, T]
+    mask = vision_token_mask(batch["input_ids"], loaded.vision.token_ids)  # [2, T]
     counts = mask.sum(dim=1).tolist()
     assert min(counts) > 0
     assert not mask[batch["attention_mask"] == 0].any()  # padding is never a vision token
@@ -70,7 +72,7 @@ def test_a_video_processor_is_saved_and_loaded_with_its_checkpoint(tiny_family_d
 def test_a_model_whose_image_token_the_tokenizer_does_not_know_is_named(tiny_vlm):
     stranger = SimpleNamespace(tokenizer=tiny_vlm.tokenizer, image_token="<not-a-token>", image_token_ids=[None])
     with pytest.raises(UnknownVisionTokensError, match="cannot tell which tokens of 'my-vlm' are vision tokens"):
-        vision_token_ids(stranger, "'my-vlm'")
+        processor_image_token_ids(stranger, "'my-vlm'")
 
 
 def test_the_build_is_deterministic_and_unknown_families_are_named(tiny_family_dir, tmp_path):
