@@ -1,7 +1,8 @@
 """The table of docs/models.md, generated from the family tests' results: one row per tiny family
 (``aerorl_ops.models.tiny_families.FAMILIES``), one column per thing the tests check.
 
-Run the family tests with a JUnit report, then write the table between the markers of docs/models.md:
+Run the family tests with a JUnit report (or several runs, a report each), then write the table between the
+markers of docs/models.md:
 
     .venv/bin/python -m pytest -q --junitxml=reports/family-tests.xml \
         $(.venv/bin/python scripts/family_table.py --tests)
@@ -142,16 +143,17 @@ def test_files() -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", nargs="?", type=Path, help="the pytest JUnit report (--junitxml) of the family tests")
+    parser.add_argument("reports", nargs="*", type=Path,
+                        help="the pytest JUnit reports (--junitxml) of the family tests")
     parser.add_argument("--write", type=Path, help="the markdown file whose marked table to replace")
     parser.add_argument("--tests", action="store_true", help="print the test files to run, and exit")
     args = parser.parse_args(argv)
     if args.tests:
         print(" ".join(test_files()))
         return 0
-    if args.report is None:
+    if not args.reports:
         parser.error("a report is needed (or --tests)")
-    generated = table(read_report(args.report))
+    generated = table([result for report in args.reports for result in read_report(report)])
     if args.write:
         write(args.write, generated)
     else:
