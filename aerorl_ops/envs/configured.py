@@ -25,7 +25,7 @@ as ``dataset_env`` builds it, at the count and seed the mixture draws it with (`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -113,17 +113,25 @@ def drawn_parts(dataset: DatasetSettings, files: Sequence[str] = ()) -> dict[str
             for part, count in zip(dataset.parts, counts, strict=True) if count}
 
 
-def _part_env(part: DatasetSettings, limit: int, seed: int) -> TaskEnv:
+PartSource = Callable[[DatasetSettings, int, int], TaskEnv]
+"""Builds a mixture part's environment: called with the part's table, its count (its ``limit``) and the
+mixture's seed."""
+
+
+def part_env(part: DatasetSettings, limit: int, seed: int) -> TaskEnv:
+    """A mixture part's environment as the mixture draws it: its table with ``limit`` and ``seed``, read from its
+    source as ``dataset_env`` reads it."""
     return dataset_env(replace(part, limit=limit, seed=seed))
 
 
-def source_env(dataset: DatasetSettings, files: Sequence[str] = ()) -> TaskEnv:
+def source_env(dataset: DatasetSettings, files: Sequence[str] = (), parts: PartSource = part_env) -> TaskEnv:
     """``make_env`` of ``dataset``'s kind and settings (``env_kwargs``); a mixture's ``parts`` given as builders
-    of its parts' environments, each built as ``dataset_env`` builds its table (``envs.mixture.PartEnv``)."""
+    of its parts' environments (``envs.mixture.PartEnv``), each ``parts`` of the part (:func:`part_env`: as
+    ``dataset_env`` builds its table)."""
     settings = env_kwargs(dataset, files)
     if dataset.parts:
         drawn_parts(dataset, files)  # the checks of a mixture's draw, before any part is read
-        settings["parts"] = {part.name: partial(_part_env, part) for part in dataset.parts}
+        settings["parts"] = {part.name: partial(parts, part) for part in dataset.parts}
     return make_env(dataset.kind, **settings)
 
 
@@ -267,13 +275,13 @@ def named_dataset(name: str, datasets: Sequence[DatasetSettings], split: str, li
                       f"nor a configured dataset ({', '.join(sorted(configured)) or 'none'})")
 
 
-def named_dataset_env(dataset: DatasetSettings, role: str = "environment") -> TaskEnv:
-    """The environment of ``dataset`` (what ``named_dataset`` made of a name); a split or file it cannot read
-    is a ConfigError naming ``role`` and the name."""
+def named_dataset_env(dataset: DatasetSettings, role: str = "environment", parts: PartSource = part_env) -> TaskEnv:
+    """The environment of ``dataset`` (what ``named_dataset`` made of a name; a mixture's parts built by
+    ``parts``); a split or file it cannot read is a ConfigError naming ``role`` and the name."""
     where = (f"{role} {dataset.name!r}" if dataset.name in ENVIRONMENTS
              else f"{role} {dataset.name!r} (dataset of kind {dataset.kind})")
     try:
-        return within_max_images(source_env(dataset), dataset)
+        return within_max_images(source_env(dataset, parts=parts), dataset)
     except (ValueError, FileNotFoundError) as error:
         if isinstance(error, ConfigError):
             raise

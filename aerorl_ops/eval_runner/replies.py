@@ -52,11 +52,11 @@ class Responses(NamedTuple):
 
 def shown_observations(loaded: LoadedVLM, observations: Sequence[Observation]) -> list[Observation]:
     """The observations as the model is shown them: a video kept where its processor takes video, else its
-    frames as images (``models.video_input.video_mode``; a refusal names the model). Observations without a
+    frames as images (``models.video_input.video_mode``). Observations without a
     video are returned as they are."""
     if not any(o.video for o in observations):
         return list(observations)
-    if video_mode(loaded.processor, loaded.source.label) is VideoMode.VIDEO:
+    if video_mode(loaded.processor) is VideoMode.VIDEO:
         return list(observations)
     return [frames_as_images(o) for o in observations]
 

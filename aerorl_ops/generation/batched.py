@@ -23,7 +23,7 @@ from aerorl_ops.generation.decode import decode_new_tokens
 from aerorl_ops.generation.prompts import benchmark_messages, item_prompt
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.text_only import check_text_only
-from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rows.task_item import TaskItem
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[TaskItem], settings: Genera
                    batch_index: int = 0) -> list[GeneratedSample]:
     """Generate for ``rows`` in one left-padded batch; the model gets every input the processor returns."""
     inputs = encode_prompts(loaded, rows)
-    vision = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, loaded.source.label))  # [B, T]
+    vision = vision_token_mask(inputs["input_ids"], loaded.vision.token_ids)  # [B, T]
     eos_ids = eos_token_ids(loaded)
     clock = CompletionClock(eos_ids, len(rows))
     if settings.do_sample:

@@ -31,7 +31,6 @@ from aerorl_ops.generation.batched import (
 from aerorl_ops.generation.prompts import item_prompt
 from aerorl_ops.generation.vllm_engine import Engine, EngineRequest, started_engine
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.models.vision_tokens import vision_token_ids
 from aerorl_ops.rows.task_item import TaskItem
 
 
@@ -50,7 +49,7 @@ class VLLMRowGenerator:
         self.engine = engine
         self.loaded = loaded
         self.eos_ids = eos_token_ids(loaded)
-        self.vision_ids = set(vision_token_ids(loaded.processor, loaded.source.label))
+        self.vision_ids = set(loaded.vision.token_ids)  # the transformers model's own (``vision_trace``)
 
     @property
     def device(self) -> str:

@@ -1,10 +1,10 @@
 """Build the embedded default: a tiny Qwen2-VL that runs anywhere.
 
 Random weights, a byte-level BPE tokenizer trained locally with the Qwen special tokens, the
-real Qwen2-VL chat template and image processor. It is saved with ``save_pretrained`` and then
-loaded through exactly the ``from_pretrained`` path a real checkpoint takes, so every stage of
-the pipeline (processor, chat template, batched ``generate``, losses, quantized reference) is
-exercised without a GPU or a model hub.
+real Qwen2-VL chat template and processor (its image and video processors). It is saved with
+``save_pretrained`` and then loaded through exactly the ``from_pretrained`` path a real checkpoint
+takes, so every stage of the pipeline (processor, chat template, batched ``generate``, losses,
+quantized reference) is exercised without a GPU or a model hub.
 
 Every dimension is a multiple of 64 (bitsandbytes nf4 on AVX512-BF16 CPUs needs in/out features
 that are multiples of 64 and 32). The build is deterministic: the same settings give the same
@@ -28,15 +28,15 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration
+from transformers import PreTrainedTokenizerFast, Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
 from aerorl_ops.models.chat_template import QWEN2_VL_CHAT_TEMPLATE, QWEN_SPECIAL_TOKENS
-from aerorl_ops.models.image_only_processor import Qwen2VLImageOnlyProcessor, save_processor
 from aerorl_ops.models.tokenizer_corpus import tokenizer_training_corpus
+from aerorl_ops.models.video_geometry import matching_video_processor
 
 BUILD_MARKER = "aerorl_embedded.json"
-BUILD_VERSION = 3  # bump when the build changes without a spec change (tokenizer corpus, init)
+BUILD_VERSION = 4  # bump when the build changes without a spec change (tokenizer corpus, init)
 
 
 @dataclass(frozen=True)
@@ -183,10 +183,10 @@ def write_build_marker(folder: Path, record: Mapping[str, object]) -> None:
 def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
     tokenizer = train_tokenizer(spec)
     image_processor = Qwen2VLImageProcessorPil(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
-    processor = Qwen2VLImageOnlyProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=QWEN2_VL_CHAT_TEMPLATE
+    processor = Qwen2VLProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=QWEN2_VL_CHAT_TEMPLATE,
+        video_processor=matching_video_processor("Qwen2VLVideoProcessor", image_processor),
     )
-    processor.video_processor_type = "Qwen2VLVideoProcessor"
     config = build_config(spec, tokenizer)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(spec.seed)
@@ -197,5 +197,5 @@ def _write_model(output_dir: Path, spec: TinyQwen2VLSpec) -> None:
     model.generation_config.pad_token_id = config.text_config.pad_token_id
 
     model.save_pretrained(output_dir)
-    save_processor(processor, output_dir)
+    processor.save_pretrained(output_dir)
     write_build_marker(output_dir, _build_record(spec))

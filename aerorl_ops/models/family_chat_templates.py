@@ -63,10 +63,10 @@ IDEFICS3_CHAT_TEMPLATE = (
 
 GLM4V_CHAT_TEMPLATE = (
     "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
-    + _content("<|begin_of_image|><|image|><|end_of_image|>")
+    + _content("<|begin_of_image|><|image|><|end_of_image|>", "<|begin_of_video|><|video|><|end_of_video|>")
     + "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-"""GLM-4.1V: ``<|user|>`` / ``<|assistant|>`` turns, an image between its begin and end tokens."""
+"""GLM-4.1V: ``<|user|>`` / ``<|assistant|>`` turns, an image (a video) between its begin and end tokens."""
 
 LLAMA3_VISION_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
@@ -124,3 +124,39 @@ LLAMA4_CHAT_TEMPLATE = (
 PERCEPTION_LM_CHAT_TEMPLATE = LLAMA3_VISION_CHAT_TEMPLATE
 """PerceptionLM (Llama 3 language model): Llama 3's header-delimited turns ended by ``<|eot_id|>``, an image
 as ``<|image|>``."""
+
+GEMMA4_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "<start_of_turn>{{ role }}\n"
+    + _content("<|image|>", "<|video|>")
+    + "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+"""Gemma 4: Gemma's ``<start_of_turn>user`` / ``model`` turns, an image as ``<|image|>`` and a video as
+``<|video|>`` (the token texts of transformers' own Gemma 4 tests)."""
+
+ERNIE4_5_VL_CHAT_TEMPLATE = (
+    "<|begin_of_sentence|>{% for message in messages %}"
+    "{% if message['role'] == 'user' %}User: {% elif message['role'] == 'assistant' %}Assistant: {% endif %}"
+    + _content("<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>",
+               "<|VIDEO_START|><|VIDEO_PLACEHOLDER|><|VIDEO_END|>")
+    + "{% if message['role'] == 'assistant' %}<|end_of_sentence|>{% endif %}{{ '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}Assistant: {% endif %}"
+)
+"""ERNIE 4.5-VL: ``User:`` / ``Assistant:`` lines, a reply ended by ``<|end_of_sentence|>``, an image between
+``<|IMAGE_START|>`` and ``<|IMAGE_END|>``."""
+
+OVIS2_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    + _content("<image>\n")
+    + "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""Ovis2 (Qwen2.5 language model): ChatML turns, an image as ``<image>``, which its processor expands into
+``<IMG_START>``, ``<IMG_ATOM>`` tokens and grid markers."""
+
+LFM2_VL_CHAT_TEMPLATE = (
+    "<|startoftext|>{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    + _content("<image>")
+    + "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""LFM2-VL: ChatML turns after ``<|startoftext|>``, an image as ``<image>``."""

@@ -3,8 +3,8 @@
 The embedded default goes through this same path. Policy:
 - ``local_files_only`` when offline, so nothing reaches for a hub that cannot be reached;
 - ``trust_remote_code`` stays off unless the model's entry in our config turns it on;
-- the processor is ``AutoProcessor``'s; where the stock one cannot be built because of its video
-  processor (transformers' need torchvision), the same class without it (``image_only_processor``);
+- the processor is ``AutoProcessor``'s, video processor included (``processor_files``); one that
+  cannot be built is an error naming the family and what is missing;
 - a model that an inference engine generates with (``backend = "vllm"``) loads its processor now
   and its transformers weights only when something asks for ``.model`` (an evaluation, say), so a
   GPU never holds the engine's copy and an idle second one.
@@ -31,8 +31,9 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_
 from aerorl_ops.error_line import error_line
 from aerorl_ops.models.entry import HF_GENERATION, GenerationBackend
 from aerorl_ops.models.errors import ModelUnavailableError
-from aerorl_ops.models.processor_files import build_processor
+from aerorl_ops.models.processor_files import ProcessorUnavailableError, build_processor
 from aerorl_ops.models.prompt_template import use_prompt_template
+from aerorl_ops.models.vision_trace import VisionTrace, trace_vision
 
 CHECKPOINT_FILES_ERRORS = (OSError, ValueError, KeyError, TypeError, ImportError)
 """What transformers raises on checkpoint files it cannot use (missing, unreadable, of an unknown
@@ -78,7 +79,8 @@ class LoadedVLM:
     """A model with its processor, on a device, and how long loading took.
 
     ``model`` is loaded on first use when ``load_model`` is given (an engine-served source), and
-    that load's time is added to ``load_seconds``.
+    that load's time is added to ``load_seconds``. ``vision`` (its vision tokens and parts) is traced on
+    first use.
     """
 
     processor: ProcessorMixin
@@ -88,6 +90,22 @@ class LoadedVLM:
     dtype: torch.dtype = torch.float32
     loaded_model: PreTrainedModel | None = None
     load_model: Callable[[], PreTrainedModel] | None = field(default=None, repr=False)
+    traced: VisionTrace | None = field(default=None, repr=False)
+
+    @property
+    def vision(self) -> VisionTrace:
+        """Which tokens the model fills with image and video features, and its vision encoder and projector
+        (``vision_trace``), traced once; for an engine-served model whose weights are not loaded here, on a
+        copy loaded on the CPU for the trace and dropped."""
+        if self.traced is None:
+            if self.loaded_model is not None:
+                self.traced = trace_vision(self.loaded_model, self.processor, self.source.label, self.on_device)
+            else:
+                cpu = torch.device("cpu")
+                copy = _load_model(self.source, cpu, self.dtype, None)
+                self.traced = trace_vision(copy, self.processor, self.source.label,
+                                           lambda inputs: inputs.to(cpu, dtype=self.dtype))
+        return self.traced
 
     @property
     def model(self) -> PreTrainedModel:
@@ -139,8 +157,8 @@ def load_processor(source: ModelSource) -> ProcessorMixin:
     config = vlm_config(source)
     try:
         processor = build_processor(source.location, config.model_type, source.pretrained_kwargs())
-    except CHECKPOINT_FILES_ERRORS as error:
-        raise _unavailable(source, error, "its processor cannot be built") from error
+    except ProcessorUnavailableError as error:
+        raise _unavailable(source, error) from error
     if getattr(processor, "tokenizer", None) is None:
         raise _unavailable(source, TypeError(f"the files make a {type(processor).__name__}, not a processor "
                                              "with a tokenizer (are the processor files missing?)"),

@@ -120,9 +120,7 @@ def build_real_shape(name: str, folder: Path, device: str | torch.device = "cpu"
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
-    from aerorl_ops.models.image_only_processor import save_processor
-
-    save_processor(family_processor(spec, tokenizer), folder)
+    family_processor(spec, tokenizer).save_pretrained(folder)
     return folder
 
 

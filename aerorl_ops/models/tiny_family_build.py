@@ -13,9 +13,9 @@ from transformers import __version__ as transformers_version
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES, processor_class_from_name
 
-from aerorl_ops.models.image_only_processor import ImageOnlyProcessor, image_only, save_processor
 from aerorl_ops.models.tiny_families import BPE_VOCAB_SIZE, TinyFamily, Token, family
 from aerorl_ops.models.tokenizer_corpus import tokenizer_training_corpus
+from aerorl_ops.models.video_geometry import matching_video_processor
 
 
 def train_family_tokenizer(spec: TinyFamily) -> PreTrainedTokenizerFast:
@@ -82,21 +82,20 @@ def shut_at_init(parameter: torch.Tensor) -> bool:
 
 
 def family_processor(spec: TinyFamily, tokenizer: PreTrainedTokenizerFast):
-    """The family's processor (image-only where the stock class declares a video processor)."""
+    """The family's stock processor, with its video processor (of the image processor's geometry,
+    ``video_geometry``) and audio feature extractor where it has them."""
     import transformers
 
     class_name, image_kwargs = spec.image_processor
-    image_processor = getattr(transformers, class_name)(**image_kwargs)
-    stock = processor_class_from_name(PROCESSOR_MAPPING_NAMES[spec.model_type])
+    parts = {"image_processor": getattr(transformers, class_name)(**image_kwargs), "tokenizer": tokenizer}
     if spec.video_processor is not None:
         video_name, video_kwargs = spec.video_processor
-        return stock(image_processor=image_processor, video_processor=getattr(transformers, video_name)(**video_kwargs),
-                     tokenizer=tokenizer, chat_template=spec.chat_template, **spec.processor)
-    processor = image_only(stock)(image_processor=image_processor, tokenizer=tokenizer,
-                                  chat_template=spec.chat_template, **spec.processor)
-    if isinstance(processor, ImageOnlyProcessor):
-        processor.video_processor_type = spec.video_processor_type
-    return processor
+        parts["video_processor"] = matching_video_processor(video_name, parts["image_processor"], **video_kwargs)
+    if spec.feature_extractor is not None:
+        extractor_name, extractor_kwargs = spec.feature_extractor
+        parts["feature_extractor"] = getattr(transformers, extractor_name)(**extractor_kwargs)
+    stock = processor_class_from_name(PROCESSOR_MAPPING_NAMES[spec.model_type])
+    return stock(**parts, chat_template=spec.chat_template, **spec.processor)
 
 
 def build_tiny_family(name: str, output_dir: Path, seed: int = 0) -> Path:
@@ -119,7 +118,7 @@ def build_tiny_family(name: str, output_dir: Path, seed: int = 0) -> Path:
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(output_dir)
     rename_saved_weights(output_dir / "model.safetensors", spec.checkpoint_renames)
-    save_processor(processor, output_dir)
+    processor.save_pretrained(output_dir)
     return output_dir
 
 

@@ -1,7 +1,7 @@
-"""How a model takes a row's video: as a video, as still images, or not at all (one line saying why).
+"""How a model takes a row's video: as a video, or as still images.
 
-- ``VIDEO``: the processor has a video processor (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, LLaVA-OneVision,
-  SmolVLM2, InternVL, GLM-4.1V where torchvision imports: transformers' video processors need it).
+- ``VIDEO``: the processor has a video processor (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, LLaVA-OneVision,
+  SmolVLM2, InternVL, GLM-4.1V, Gemma 4, ERNIE 4.5-VL; transformers' video processors need torchvision).
   Its frames go to the processor as ``videos=`` with their ``VideoMetadata`` (the frames kept per
   second, every frame already sampled: ``do_sample_frames=False``), and its chat template writes the
   video placeholder the processor expands into video tokens (Qwen's ``<|video_pad|>``), which the
@@ -9,9 +9,9 @@
   images, so a frozen tower or LoRA treats it as it treats images.
 - ``IMAGES``: the family's processor has no video processor (Gemma 3, LLaVA, Idefics3, PaliGemma...):
   the frames are shown as images (``envs.video_messages.frames_as_images``).
-- refused (:class:`VideoRefused`): the family's stock processor has a video processor, but it was built
-  without it here (``models.image_only_processor``: torchvision does not import), so neither its video
-  path nor its own images-for-a-video layout is available.
+
+A batch a family's model cannot take (video and images together, ``check_batch_mix``) is refused in one line
+(:class:`VideoRefused`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ from enum import Enum
 
 from PIL import Image
 
-from aerorl_ops.models.image_only_processor import ImageOnlyProcessor, NoVideoProcessor
-
 
 class VideoRefused(ValueError):
-    """The model cannot be shown a video here."""
+    """The model cannot be shown this video here."""
 
 
 class VideoMode(Enum):
@@ -33,17 +31,9 @@ class VideoMode(Enum):
     IMAGES = "images"
 
 
-def video_mode(processor, model: str = "the model") -> VideoMode:
-    """How ``processor``'s model (``model`` names it in the refusal) takes a video (module docstring)."""
-    video_processor = getattr(processor, "video_processor", None)
-    if video_processor is not None and not isinstance(video_processor, NoVideoProcessor):
-        return VideoMode.VIDEO
-    if isinstance(processor, ImageOnlyProcessor):
-        raise VideoRefused(
-            f"model {model} ({processor.stock_class.__name__}) takes video through its video processor, which "
-            "could not be built here (transformers' video processors need torchvision): run in a venv where "
-            "torchvision imports (the [vllm] extra's .venv-vllm), or drop the dataset's video rows")
-    return VideoMode.IMAGES
+def video_mode(processor) -> VideoMode:
+    """How ``processor``'s model takes a video (module docstring)."""
+    return VideoMode.VIDEO if getattr(processor, "video_processor", None) is not None else VideoMode.IMAGES
 
 
 def video_kwargs(videos: Sequence[Sequence[Image.Image]], fps: Sequence[float | None]) -> dict[str, object]:

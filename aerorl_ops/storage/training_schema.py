@@ -156,7 +156,8 @@ class RolloutRow:
     row: int = column(required=True)  # the reply's row in the step's rollout
     prompt_id: str  # the task item's id
     question: str
-    image_sha256: str | None  # the (first) image's content hash; the image is saved once under it
+    image_sha256s: list[str] = column(pa.list_(pa.string()))  # every image's content hash, in the row's order;
+    # each image is saved once under its hash (a table made before kept the first image's in image_sha256)
     completion: str  # the reply as decoded (multi-turn: every turn, the environment's too)
     reward: float
     correct: bool

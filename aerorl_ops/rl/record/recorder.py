@@ -207,11 +207,11 @@ class RunRecorder:
 
     def rollouts(self, samples: Sequence[RolloutSample]) -> None:
         """A step's sampled replies in ``training_rollouts`` (replacing the step's earlier rows: a resumed
-        run's), each image saved once as ``<images_dir>/<sha256>`` (its encoded bytes)."""
+        run's), each of their images saved once as ``<images_dir>/<sha256>`` (its encoded bytes)."""
         if self.images_dir is not None:
             for sample in samples:
-                if sample.image is not None:
-                    save_once(self.images_dir / sample.image_sha256, sample.image)
+                for digest, image in zip(sample.image_sha256s, sample.images, strict=True):
+                    save_once(self.images_dir / digest, image)
         writes = [PartitionWrite(TRAINING_ROLLOUTS, {"run_id": self.run_id, "step": step}, pa.Table.from_pylist(
             [{"run_id": self.run_id, **{name: getattr(sample, name) for name in TRAINING_ROLLOUTS.column_names
                                          if name != "run_id"}} for sample in samples if sample.step == step],

@@ -52,7 +52,6 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
     imports the registry, few build."""
     from aerorl_ops.envs.easy_vqa import easy_vqa_env
     from aerorl_ops.eval_runner.held_out import evaluate_policy, prior_evaluation
-    from aerorl_ops.models.image_only_processor import save_processor
     from aerorl_ops.rl.runtime.lora import save_policy
     from aerorl_ops.rl.runtime.policy import policy_and_reference
     from aerorl_ops.rl.step.schedule import ItemSampler, warmup_learning_rate
@@ -75,7 +74,7 @@ def _train(base: Path, output_dir: Path, recipe: EasyVQAWarmStart) -> HeldOutSco
         say(f"{EMBEDDED_EASY_VQA}: scoring {HELD_OUT_QUESTIONS} held-out questions")
         loaded = policy.loaded
         save_policy(loaded.model, output_dir)
-        save_processor(loaded.processor, output_dir)
+        loaded.processor.save_pretrained(output_dir)
         held_out = easy_vqa_env("test", limit=HELD_OUT_QUESTIONS, seed=0)
         indices = list(range(len(held_out)))
         loaded.model.eval()

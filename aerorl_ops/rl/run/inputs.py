@@ -24,8 +24,8 @@ from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
-from aerorl_ops.envs.cached import EnvInput, cached_env
-from aerorl_ops.envs.configured import named_dataset, named_dataset_env
+from aerorl_ops.envs.cached import EnvInput, cached_env, cached_mixture_env
+from aerorl_ops.envs.configured import drawn_parts, named_dataset, named_dataset_env
 from aerorl_ops.envs.registry import ENVIRONMENTS
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.loading import ModelSource
@@ -89,15 +89,38 @@ def run_environments(settings: TrainingSettings, seed: int, datasets: Sequence[D
                      cached: Mapping[str, pa.Table] | None = None) -> RunEnvironments:
     """The environments :func:`run_datasets` names, each over ``cached[stage]`` (a table of its cached rows,
     ``envs.cached.env_table``) when that holds exactly what its source gives now, else read from the
-    source. A curriculum naming a question type the training environment does not have is a
-    ``ConfigError`` listing those it has."""
-    envs, inputs = {}, {}
+    source; a mixture over each of its parts' cached rows, ``cached[part_stage(stage, part)]``
+    (:func:`cached_stages`). A curriculum naming a question type the training environment does not have
+    is a ``ConfigError`` listing those it has."""
+    envs, inputs, cached = {}, {}, cached or {}
     for stage, dataset in run_datasets(settings, seed, datasets).by_stage().items():
-        envs[stage], inputs[stage] = cached_env(dataset, (cached or {}).get(stage),
-                                                lambda dataset=dataset: named_dataset_env(dataset, ROLE))
+        if dataset.parts:  # a mixture: over each part's cached rows
+            tables = {part: cached.get(part_stage(stage, part)) for part in drawn_parts(dataset)}
+            envs[stage], inputs[stage] = cached_mixture_env(
+                dataset, tables, lambda parts, dataset=dataset: named_dataset_env(dataset, ROLE, parts))
+        else:
+            envs[stage], inputs[stage] = cached_env(dataset, cached.get(stage),
+                                                    lambda dataset=dataset: named_dataset_env(dataset, ROLE))
         if stage == TRAINING_STAGE:
             check_curriculum_types(parse_curriculum(settings.curriculum), envs[stage])
     return RunEnvironments(envs[TRAINING_STAGE], envs[HELD_OUT_STAGE], envs.get(VALIDATION_STAGE), inputs)
+
+
+def part_stage(stage: str, part: str) -> str:
+    """The stage of a mixture part's cached rows: ``"training/shapes"``."""
+    return f"{stage}/{part}"
+
+
+def cached_stages(chosen: RunDatasets) -> dict[str, DatasetSettings]:
+    """What each cached rows table of a run holds, by stage: each environment's dataset table, a mixture's
+    each part as the mixture draws it (:func:`part_stage`, ``envs.configured.drawn_parts``)."""
+    stages = {}
+    for stage, dataset in chosen.by_stage().items():
+        if dataset.parts:
+            stages.update({part_stage(stage, name): part for name, part in drawn_parts(dataset).items()})
+        else:
+            stages[stage] = dataset
+    return stages
 
 
 def training_environments(settings: TrainingSettings, seed: int,

@@ -29,7 +29,6 @@ from safetensors import safe_open
 from torch.distributed.checkpoint import FileSystemReader
 
 from aerorl_ops.models.checkpoint_refs import MODEL_CONFIG, OPTIMIZER_SHARDS, TRAINER_STATE, VALUE_HEAD, step_folders
-from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.runtime.lora import save_policy
 
@@ -73,7 +72,7 @@ def save_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch.optim.O
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
         save_policy(loaded.model, staging)
-        save_processor(loaded.processor, staging)
+        loaded.processor.save_pretrained(staging)
         torch.save({"step": step, "reference_source": reference_source,
                     "optimizer": optimizer.state_dict() if optimizer is not None else {}}, staging / TRAINER_STATE)
         if value_head is not None:

@@ -5,7 +5,7 @@ init) and ``B [out, r]`` (zeros at init, so a fresh adapter leaves the model unc
 ``A`` and ``B`` train. verl's defaults: ``lora_alpha = 16`` whatever the rank (the scale is then
 ``16 / r``), ``target_modules = "all-linear"``, no bias, no dropout.
 
-Never adapted: the vision encoder and the projector (``aerorl_ops.models.family_parts``; verl's VLM
+Never adapted: the vision encoder and the projector (``LoadedVLM.vision.parts``, traced from the model; verl's VLM
 recipe excludes the tower too), the LM head (the fused log-prob path reads its weight directly) and a
 ``Linear`` subclass with a forward of its own (Llama 4's MoE router), which a LoRA layer cannot wrap.
 They are excluded through peft's ``exclude_modules`` regex, so a target list that names their layers
@@ -37,17 +37,17 @@ from peft.tuners.lora import LoraLayer
 from peft.utils.other import transpose
 
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.models.family_parts import vision_module_names
+from aerorl_ops.models.family_parts import FamilyParts, vision_module_names
 
 ADAPTER_DIR = "adapter"
 ADAPTER = "default"  # peft's name of the one adapter
 
 
-def lora_config(model: torch.nn.Module, settings: TrainingSettings) -> LoraConfig:
-    """The settings' ``LoraConfig``, the vision encoder, the projector and the LM head excluded, and every
-    ``Linear`` subclass with a forward of its own, which peft's LoRA layer cannot wrap (Llama 4's MoE router
-    returns its scores and logits)."""
-    excluded = [re.escape(name) + r"(\..*)?" for name in vision_module_names(model)]
+def lora_config(model: torch.nn.Module, settings: TrainingSettings, parts: FamilyParts) -> LoraConfig:
+    """The settings' ``LoraConfig``, the vision encoder and projector (``parts``) and the LM head excluded, and
+    every ``Linear`` subclass with a forward of its own, which peft's LoRA layer cannot wrap (Llama 4's MoE
+    router returns its scores and logits)."""
+    excluded = [re.escape(name) + r"(\..*)?" for name in vision_module_names(model, parts)]
     head = model.get_output_embeddings()
     excluded += [re.escape(name) for name, module in model.named_modules()
                  if module is head or (isinstance(module, torch.nn.Linear)
@@ -58,22 +58,24 @@ def lora_config(model: torch.nn.Module, settings: TrainingSettings) -> LoraConfi
                       exclude_modules="|".join(excluded) or None, bias="none")
 
 
-def attach_lora(model: torch.nn.Module, settings: TrainingSettings) -> PeftModel:
-    """Fresh adapters on ``model`` (its own parameters frozen). Their init is seeded by ``settings.seed``
-    without touching the global generators."""
+def attach_lora(model: torch.nn.Module, settings: TrainingSettings, parts: FamilyParts) -> PeftModel:
+    """Fresh adapters on ``model`` (its own parameters frozen), none on its vision ``parts``. Their init is
+    seeded by ``settings.seed`` without touching the global generators."""
     with torch.random.fork_rng(), _peft_calls():
         torch.manual_seed(settings.seed)
         try:
-            return get_peft_model(model, lora_config(model, settings))
+            return get_peft_model(model, lora_config(model, settings, parts))
         except ValueError as error:
             raise ValueError(f"lora_target_modules={settings.lora_target_modules!r}: {error}") from None
 
 
-def load_lora(model: torch.nn.Module, folder: str | Path | None, settings: TrainingSettings) -> PeftModel:
-    """``folder``'s saved adapter on its un-merged base when it has one, else fresh adapters."""
+def load_lora(model: torch.nn.Module, folder: str | Path | None, settings: TrainingSettings,
+              parts: FamilyParts) -> PeftModel:
+    """``folder``'s saved adapter on its un-merged base when it has one, else fresh adapters (none on the
+    vision ``parts``)."""
     saved = Path(folder) / ADAPTER_DIR if folder is not None else None
     if saved is None or not saved.is_dir():
-        return attach_lora(model, settings)
+        return attach_lora(model, settings, parts)
     with _peft_calls():
         peft_model = PeftModel.from_pretrained(model, saved, is_trainable=True)
     stored = peft_model.peft_config[ADAPTER]

@@ -7,7 +7,8 @@ a layer whose input the kernels refuse stays in full precision: ``rl.runtime.ref
 ``.eval()`` with gradients off, and run under ``torch.inference_mode()``.
 
 The policy is prepared as configured when it loads: LoRA adapters (``rl.runtime.lora``; a folder's saved
-adapter is continued) and a frozen vision tower (``rl.runtime.vision_tower``). With ``reference =
+adapter is continued) and a frozen vision tower (``rl.runtime.vision_tower``), both on the vision parts
+traced from the model before any adapter wraps it (``LoadedVLM.vision``). With ``reference =
 "lora_base"`` the reference is :class:`LoraBaseReference`: the policy itself with its adapters
 disabled, no second copy held.
 
@@ -26,6 +27,7 @@ import torch
 from torch.distributed.fsdp import FSDPModule
 
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.models.family_parts import FamilyParts
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
 from aerorl_ops.rl.runtime.lora import load_lora
 from aerorl_ops.rl.runtime.reference_quantization import (
@@ -72,7 +74,7 @@ class PolicyRuntime:
         if self._loaded is None:
             loaded = load_vlm(self.source, self.device, dtype=self.dtype)
             folder = self.source.location if self.source.is_local else None
-            loaded.model = trainable(loaded.model, folder, self.settings)
+            loaded.model = trainable(loaded.model, folder, self.settings, loaded.vision.parts)
             self._loaded = loaded
         return self._loaded
 
@@ -174,7 +176,7 @@ class LoraBaseReference:
             merged = (loaded.model.merge_and_unload() if not isinstance(loaded.model.get_base_model(), FSDPModule)
                       else load_vlm(replace(self.policy.source, location=location, local_files_only=True),
                                     self.policy.device, dtype=self.policy.dtype).model)  # sharded: its saved merge
-            loaded.model = trainable(merged, None, self.policy.settings)
+            loaded.model = trainable(merged, None, self.policy.settings, loaded.vision.parts)
 
     @contextmanager
     def scoring(self) -> Iterator[torch.nn.Module]:
@@ -195,12 +197,13 @@ class LoraBaseReference:
                 "quantization_mode": LORA_BASE_MODE, "backend": "peft"}
 
 
-def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSettings) -> torch.nn.Module:
-    """``model`` prepared to train: LoRA adapters (``folder``'s saved one, else fresh) when
-    ``lora_rank > 0``, the vision tower frozen when asked, train mode."""
+def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSettings,
+              parts: FamilyParts) -> torch.nn.Module:
+    """``model`` prepared to train: LoRA adapters (``folder``'s saved one, else fresh; none on the vision
+    ``parts``) when ``lora_rank > 0``, the vision tower frozen when asked, train mode."""
     if settings.lora_rank:
-        model = load_lora(model, folder, settings)
-    freeze_vision_parts(model, settings)
+        model = load_lora(model, folder, settings, parts)
+    freeze_vision_parts(model, settings, parts)
     return model.train()
 
 

@@ -11,7 +11,9 @@ families:
   template and processor) runs every quantized layer's kernel on the input it really gets; a layer
   whose kernel refuses it (int8 on the CPU takes 2-D / 3-D inputs only: Aya Vision's projector and
   Llama 3.2 Vision's tiles are 4-D and 5-D; nf4 on the CPU needs an output width in whole blocks of
-  32) is named, and the reference is loaded again with those layers left as they are.
+  32), or that gets an integer input (ERNIE 4.5-VL's tower casts its pixels to its patch embedding's
+  weight dtype, int8 once quantized), is named, and the reference is loaded again with those layers left
+  as they are.
 
 :func:`unquantized_linears` lists the linear layers a loaded reference holds in full precision (what a
 run records).
@@ -111,6 +113,9 @@ def _trying(name: str, module: torch.nn.Linear, unfit: dict[str, str]):
     kernel = module.forward
 
     def forward(x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        if not torch.is_floating_point(x):  # the model cast its input to the quantized weight's dtype
+            unfit[name] = f"its model casts its input to the quantized weight's dtype ({x.dtype})"
+            return torch.zeros(*x.shape[:-1], module.out_features, device=x.device)
         try:
             return kernel(x, *args, **kwargs)
         except torch.OutOfMemoryError:

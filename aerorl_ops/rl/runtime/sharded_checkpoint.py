@@ -38,7 +38,6 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from aerorl_ops.models.checkpoint_refs import OPTIMIZER_SHARDS, TRAINER_STATE, VALUE_HEAD
-from aerorl_ops.models.image_only_processor import save_processor
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.runtime.checkpoint_files import replace_dir
 from aerorl_ops.rl.runtime.distributed import DataParallel
@@ -69,7 +68,7 @@ def save_sharded_checkpoint(directory: Path, loaded: LoadedVLM, optimizer: torch
         dcp.save({"optimizer": get_optimizer_state_dict(named, optimizer)}, checkpoint_id=staging / OPTIMIZER_SHARDS)
         if dp.is_main:
             save_policy(loaded.model, staging, policy)
-            save_processor(loaded.processor, staging)
+            loaded.processor.save_pretrained(staging)
             torch.save({"step": step, "reference_source": reference_source, "optimizer": {},
                         OPTIMIZER_SHARDS: OPTIMIZER_SHARDS}, staging / TRAINER_STATE)
             if head_state is not None:

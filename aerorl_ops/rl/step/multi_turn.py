@@ -44,7 +44,7 @@ from aerorl_ops.eval_runner.replies import encode_observations, media_kwargs, ob
 from aerorl_ops.generation.batched import eos_token_ids, max_image_count
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rl.step.per_token_inputs import OWN_INPUTS, TOKEN_TYPE_INPUTS, per_token_names
+from aerorl_ops.rl.step.per_token_inputs import OWN_INPUTS, per_token_names, token_typed_names
 from aerorl_ops.rl.step.reply_sampler import ReplySampler
 from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions
 from aerorl_ops.rows.task_item import TaskItem
@@ -137,7 +137,7 @@ def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], late
     inputs = encode_observations(loaded, observations)
     if not any(turn.images for turns in later for turn in turns):
         return inputs
-    if any(name in inputs for name in TOKEN_TYPE_INPUTS) and not all(o.images for o in observations):
+    if token_typed_names(inputs) and not all(o.images for o in observations):
         raise ValueError("an environment turn shows an image in an episode whose first turn shows none: this "
                          "model types its image tokens, and multi-turn episodes take the types from the first "
                          "turn's prompt; show an image in the first turn")

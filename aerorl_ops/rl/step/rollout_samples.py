@@ -3,10 +3,10 @@ question (and image), and what it earned.
 
 Each reply of a step is kept with probability ``rate``, drawn from a generator seeded by (seed, step), so
 a rerun keeps the same rows. A kept reply records its task item, as the rollout's row carries it (id,
-question, the first image's SHA-256),
-the decoded completion, its reward and correctness, its advantage (the mean over the reply's own tokens),
-its length in tokens and the sum of the rollout policy's log-probs over its own tokens. The image's bytes
-travel with the sample so the recorder can save each image once, under its hash.
+question, the SHA-256 of every image, in order), the decoded completion, its reward and correctness, its
+advantage (the mean over the reply's own tokens), its length in tokens and the sum of the rollout policy's
+log-probs over its own tokens. The images' bytes travel with the sample so the recorder can save each image
+once, under its hash.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from aerorl_ops.storage.training_schema import RolloutRow
 
 @dataclass(frozen=True)
 class RolloutSample(RolloutRow):
-    """A ``training_rollouts`` row (its columns: ``storage.training_schema.RolloutRow``) and the image it saw."""
+    """A ``training_rollouts`` row (its columns: ``storage.training_schema.RolloutRow``) and the images it saw."""
 
-    image: bytes | None = None  # the encoded image (saved once under its hash, not a column)
+    images: tuple[bytes, ...] = ()  # the encoded images, in order (each saved once under its hash, not a column)
 
 
 def sampled_rows(rows: int, rate: float, seed: int, step: int) -> list[int]:
@@ -50,13 +50,12 @@ def rollout_samples(tokenizer, step: int, rows: Sequence[int], items: Sequence[T
     samples = []
     for row in rows:
         item = items[row]
-        image = item.images[0] if item.images else None
         mask = own[row].to(torch.float64)
         counted = float(mask.sum())
         samples.append(RolloutSample(
-            step, row, item.item_id, item.question, image_sha256(image) if image else None,
+            step, row, item.item_id, item.question, [image_sha256(image) for image in item.images],
             tokenizer.decode(token_ids[row, :int(lengths[row])].tolist(), skip_special_tokens=True).strip(),
             float(rewards[row]), bool(correct[row]),
             float((advantages[row].to(torch.float64) * mask).sum() / counted) if counted else 0.0,
-            int(lengths[row]), float((logprob[row].to(torch.float64) * mask).sum()), image))
+            int(lengths[row]), float((logprob[row].to(torch.float64) * mask).sum()), tuple(item.images)))
     return samples

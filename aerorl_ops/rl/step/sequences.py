@@ -10,8 +10,8 @@ token and 0 for padding; every other per-token input (dimension 1 the prompt len
 Llama 3.2 Vision's ``cross_attention_mask``) is extended over the completion as the model's own
 ``generate`` extends it (``rl.step.per_token_inputs``: PaliGemma's completion is its causal suffix);
 per-image tensors (``pixel_values``, ``image_grid_thw``, ``image_sizes``, ``pixel_attention_mask``, ...)
-pass as they are. The vision mask marks the processor's vision tokens (``models.vision_tokens``), the
-tokens a benchmark record counts.
+pass as they are. The vision mask marks the tokens the model fills with image and video features
+(``LoadedVLM.vision``, traced from the model), the tokens a benchmark record counts.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from peft import PeftModel
 
 from aerorl_ops.losses import TokenLogprobs, fused_token_logprobs
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rl.runtime.sharding import SCORING_METHOD
 from aerorl_ops.rl.step.per_token_inputs import TARGETS, extend_per_token_inputs
 
@@ -34,7 +34,7 @@ class SequenceBatch(NamedTuple):
 
     inputs: dict[str, torch.Tensor]  # model inputs: input_ids [B, T], attention_mask [B, T], pixel_values, ...
     completion_mask: torch.Tensor  # [B, T] bool, True = completion token counted in the loss
-    vision_mask: torch.Tensor  # [B, T] bool, True = one of the processor's vision tokens
+    vision_mask: torch.Tensor  # [B, T] bool, True = a token the model fills with image or video features
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -66,8 +66,7 @@ def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], load
     inputs = {name: value for name, value in prompt_inputs.items() if name not in TARGETS}  # per-image as they are
     inputs.update(extend_per_token_inputs(loaded.model, prompt_inputs, completion_ids))  # [B, P + C, ...] each
     inputs.update(input_ids=input_ids, attention_mask=attention.long())
-    vision_ids = vision_token_ids(loaded.processor, loaded.source.label)
-    return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, vision_ids))
+    return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, loaded.vision.token_ids))
 
 
 def scoring_model(model) -> torch.nn.Module:

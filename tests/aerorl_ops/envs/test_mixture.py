@@ -21,7 +21,7 @@ from aerorl_ops.envs.registry import dataset_kinds, env_settings, make_env
 from aerorl_ops.envs.two_tries import TwoTriesEnv
 from aerorl_ops.envs.types import Completion, EpisodeState, observe
 from aerorl_ops.eval_runner.model_vs_baseline import eval_id_of
-from aerorl_ops.rl.run.inputs import run_datasets, run_environments
+from aerorl_ops.rl.run.inputs import cached_stages, run_datasets, run_environments
 from aerorl_ops.rows.load_result import LoadResult
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -217,10 +217,36 @@ def test_a_run_names_a_mixture_as_its_environment(tiny_files):
     envs = run_environments(settings, 3, bench.datasets)
     assert len(envs.train) == 16 and len(envs.held_out) == 5  # 20 at 0.7 / 0.3: 14 shapes (of 10 lines) + 6 texts
     assert [item.dataset for item in envs.held_out.items].count("shapes") == 4  # 5 at 0.7 / 0.3: 3.5 -> 4, 1.5 -> 1
-    cached = {"training": env_table(run_datasets(settings, 3, bench.datasets).train)}
-    again = run_environments(settings, 3, bench.datasets, cached)  # built from its parts' sources every time
-    assert again.inputs["training"].why_source == "kind 'mixture' has no environment over cached items"
-    assert [item.item_id for item in again.train.items] == [item.item_id for item in envs.train.items]
+    assert envs.inputs["training"].why_source == ("part shapes: its rows are not cached; "
+                                                  "part text: its rows are not cached")
+
+
+def test_a_run_s_mixture_is_drawn_over_each_part_s_cached_rows_with_the_same_items(tiny_files, monkeypatch):
+    bench = config(tiny_files, {"parts": ["shapes", "text"], "weights": [0.7, 0.3], "limit": 10})
+    settings = TrainingSettings(env="mix", train_limit=20, eval_size=5, sampled_eval_size=0)
+    from_sources = run_environments(settings, 3, bench.datasets)
+    stages = cached_stages(run_datasets(settings, 3, bench.datasets))
+    assert {stage: (part.name, part.limit, part.seed) for stage, part in stages.items()} == {
+        "training/shapes": ("shapes", 14, 1003), "training/text": ("text", 6, 1003),  # 20 at 0.7 / 0.3
+        "held_out/shapes": ("shapes", 4, 0), "held_out/text": ("text", 1, 0)}
+    cached = {stage: env_table(part) for stage, part in stages.items()}
+
+    def no_source(dataset):
+        raise AssertionError(f"part {dataset.name} was read from its source")
+
+    monkeypatch.setattr("aerorl_ops.envs.cached.dataset_env", no_source)
+    again = run_environments(settings, 3, bench.datasets, cached)
+    for stage in ("training", "held_out"):
+        assert again.inputs[stage].cached
+        assert again.inputs[stage].content_sha256 == from_sources.inputs[stage].content_sha256  # the same items
+    assert [item.item_id for item in again.train.items] == [item.item_id for item in from_sources.train.items]
+    assert mixture_sources(again.train) == ("shapes", "text")
+    monkeypatch.undo()
+    stale = {**cached, "training/text": env_table(replace(stages["training/text"], limit=5))}  # another draw
+    partly = run_environments(settings, 3, bench.datasets, stale)
+    assert partly.inputs["training"].why_source.startswith("part text: the cached rows were drawn from another "
+                                                          "source")
+    assert partly.inputs["training"].content_sha256 == from_sources.inputs["training"].content_sha256
 
 
 def test_the_mixture_kind_is_registered_with_its_settings():

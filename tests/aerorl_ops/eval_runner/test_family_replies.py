@@ -10,7 +10,7 @@ from aerorl_ops.envs.types import Observation
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.eval_runner.episodes import generate_replies
 from aerorl_ops.eval_runner.replies import encode_observations, sample_responses
-from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import vision_token_mask
 
 
 def observation(question: str, colour: tuple[int, int, int]) -> Observation:
@@ -25,7 +25,7 @@ OBSERVATIONS = [observation("What colour is it?", (200, 0, 0)), observation("Wha
 def test_each_prompt_gets_its_own_image_and_a_greedy_reply(name, tiny_family_vlm):
     loaded = tiny_family_vlm(name)
     inputs = encode_observations(loaded, OBSERVATIONS)
-    mask = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor, name))  # [2, T]
+    mask = vision_token_mask(inputs["input_ids"], loaded.vision.token_ids)  # [2, T]
     counts = mask.sum(dim=1).tolist()
     assert counts[0] == counts[1] > 0  # one image per prompt, of the same size
     replies = generate_replies(loaded, inputs, max_new_tokens=3, sampling=None)

@@ -1,6 +1,5 @@
-"""A row's video through a model's processor: as images for a family without a video processor (here, in .venv),
-refused in one line where the family's video processor cannot be built (the embedded Qwen2-VL without torchvision).
-The video path itself (Qwen2-VL's ``videos=``) runs where torchvision imports: ``test_video_qwen.py``."""
+"""A row's video through a model's processor: as images for a family without a video processor. The video path
+itself (Qwen2-VL's ``videos=``): ``test_video_qwen.py``."""
 
 from __future__ import annotations
 
@@ -10,11 +9,10 @@ from PIL import Image
 
 from aerorl_ops.envs.types import Observation
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
-from aerorl_ops.models.video_input import VideoMode, VideoRefused, video_kwargs, video_mode
-from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
+from aerorl_ops.models.video_input import VideoMode, video_kwargs, video_mode
+from aerorl_ops.models.vision_tokens import vision_token_mask
 from aerorl_ops.rl.step.multi_turn import env_turn
 from aerorl_ops.rl.step.sequences import append_completions
-from tests.aerorl_ops.models.torchvision_families import torchvision_missing
 from tests.aerorl_ops.rows.video_clips import PALETTE
 
 FRAMES = tuple(Image.new("RGB", (56, 56), PALETTE[k]) for k in range(3))
@@ -54,20 +52,9 @@ def test_mixed_batches_keep_each_row_s_images_in_place(tiny_family_vlm):
 
     inputs = encode_observations(loaded, [video_observation(), still])
 
-    mask = vision_token_mask(inputs["input_ids"], vision_token_ids(loaded.processor))
+    mask = vision_token_mask(inputs["input_ids"], loaded.vision.token_ids)
     assert mask.sum(dim=1).tolist() == [12, 4]
     assert torch.equal(inputs["pixel_values"][3], encode_observations(loaded, [still])["pixel_values"][0])
-
-
-@pytest.mark.skipif(not torchvision_missing(), reason="torchvision imports here: the video processor is built")
-def test_a_family_whose_video_processor_cannot_be_built_refuses_in_one_line(tiny_vlm):
-    with pytest.raises(VideoRefused) as refused:
-        encode_observations(tiny_vlm, [video_observation()])
-    message = str(refused.value)
-    assert "\n" not in message and message.startswith(f"model {tiny_vlm.source.label} (Qwen2VLProcessor) takes "
-                                                       "video through its video processor, which could not be built")
-    still = Observation((FRAMES[0],), [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Q"}]}])
-    assert encode_observations(tiny_vlm, [still])["input_ids"].shape[0] == 1  # images only: as before
 
 
 def test_a_later_environment_turn_with_a_video_is_refused():

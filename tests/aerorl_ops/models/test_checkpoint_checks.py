@@ -49,7 +49,7 @@ def test_a_checkpoint_without_its_processor_files(tmp_path, tiny_model_dir):
                   lambda: check_local_model(ModelEntry(key="weights-only", source=str(folder)))):
         message = one_line_error(check)
         assert message.startswith(f"cannot load model '{folder}': the directory '{folder}' exists but is not a "
-                                  "loadable checkpoint (its processor cannot be built: ")
+                                  "loadable checkpoint (its qwen2_vl processor cannot be built: ")
 
 
 def test_the_embedded_model_and_hub_ids_are_left_to_the_load(tmp_path):

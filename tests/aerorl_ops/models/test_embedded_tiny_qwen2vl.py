@@ -53,7 +53,8 @@ def test_reloads_through_the_auto_classes(tiny_model_dir: Path):
         spec.hidden_size, spec.num_layers, spec.vision_depth)
     assert model.generation_config.do_sample is False
     processor = load_processor(ModelSource(str(tiny_model_dir)))
-    assert isinstance(processor, Qwen2VLProcessor) and "video_processor" not in processor.get_attributes()
+    assert isinstance(processor, Qwen2VLProcessor) and processor.get_attributes() == ["image_processor", "tokenizer",
+                                                                                    "video_processor"]
     assert processor.tokenizer.padding_side == "left"
     assert processor.chat_template and "<|image_pad|>" in processor.chat_template
     assert processor.tokenizer.eos_token == "<|im_end|>"

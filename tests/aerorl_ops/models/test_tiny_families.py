@@ -1,6 +1,6 @@
-"""Tiny checkpoints of every VLM family load through the project's loader, with the family's own
-processor (image-only where the stock one needs torchvision for video) and vision-token masks
-read from that processor."""
+"""Tiny checkpoints of every VLM family load through the project's loader, with the family's own stock
+processor (its video processor included), and their images reach the language model. Their vision tokens:
+``test_vision_trace.py``."""
 
 from __future__ import annotations
 
@@ -10,25 +10,24 @@ from types import SimpleNamespace
 import pytest
 import torch
 from PIL import Image
-from transformers import AutoProcessor
 from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-from transformers.utils import is_torchvision_available
 
 from aerorl_ops.generation.prompts import chat_messages
 from aerorl_ops.models import processor_files
-from aerorl_ops.models.image_only_processor import ImageOnlyProcessor
 from aerorl_ops.models.loading import ModelSource, ModelUnavailableError, load_processor, load_vlm
-from aerorl_ops.models.tiny_families import FAMILIES, family
+from aerorl_ops.models.tiny_families import family
 from aerorl_ops.models.tiny_family_build import build_tiny_family
-from aerorl_ops.models.vision_tokens import UnknownVisionTokensError, vision_token_ids, vision_token_mask
+from aerorl_ops.models.vision_tokens import UnknownVisionTokensError, processor_image_token_ids, vision_token_mask
+from tests.aerorl_ops.models.family_params import family_params
 
-TYPED_MASKS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "gemma3", "llava-onevision", "internvl", "glm4.1v",
-               "qwen3-vl-moe", "paligemma", "aya-vision", "llava", "llava-next")
-"""Families whose processor's own token-type ids mark exactly the tokens of ``vision_token_ids``."""
+TYPED_MASKS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "gemma3", "llava-onevision", "glm4.1v", "qwen3-vl-moe",
+               "paligemma", "llava", "llava-next", "qwen3.5", "gemma4", "ernie4.5-vl")
+"""Families whose processor's own token-type ids mark exactly the tokens the model fills (InternVL's and Aya
+Vision's also mark image delimiters, which their models embed as text)."""
 TOKENS_PER_IMAGE = {"smolvlm": 4, "smolvlm2": 4, "gemma3": 4, "paligemma": 4, "idefics2": 4, "llava": 4,
-                    "mllama": 1, "aya-vision": 7}
-"""Families with a fixed number of image tokens per image (no tiling at the tiny image size; Aya Vision's 4
-patches with its start, global-tile and end tokens; Llama 3.2 Vision's one ``<|image|>``, read by cross-attention)."""
+                    "mllama": 1, "aya-vision": 4, "ovis2": 7}
+"""Families with a fixed number of vision tokens per image (no tiling at the tiny image size; Llama 3.2 Vision's
+one ``<|image|>``, read by cross-attention; Ovis2's 4 ``<IMG_ATOM>`` and 3 visual indicators)."""
 
 
 def two_prompts(processor):
@@ -38,16 +37,17 @@ def two_prompts(processor):
     return processor(text=texts, images=images, return_tensors="pt", padding=True, return_mm_token_type_ids=True)
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", family_params(runs_model=False))
 def test_each_family_loads_with_its_own_processor_and_its_vision_tokens(name, tiny_family_vlm):
     loaded = tiny_family_vlm(name)
     processor = loaded.processor
-    stock = processor.stock_class if isinstance(processor, ImageOnlyProcessor) else type(processor)
-    assert stock.__name__ == PROCESSOR_MAPPING_NAMES[family(name).model_type]
+    assert type(processor).__name__ == PROCESSOR_MAPPING_NAMES[family(name).model_type]
+    video = family(name).video_processor
+    assert type(getattr(processor, "video_processor", None)).__name__ == (video[0] if video else "NoneType")
     assert loaded.model.config.model_type == family(name).model_type
     assert processor.tokenizer.padding_side == "left"
     batch = two_prompts(processor)
-    mask = vision_token_mask(batch["input_ids"], vision_token_ids(processor, name))  # [2, T]
+    mask = vision_token_mask(batch["input_ids"], loaded.vision.token_ids)  # [2, T]
     counts = mask.sum(dim=1).tolist()
     assert min(counts) > 0
     assert not mask[batch["attention_mask"] == 0].any()  # padding is never a vision token
@@ -58,36 +58,21 @@ def test_each_family_loads_with_its_own_processor_and_its_vision_tokens(name, ti
         assert counts == [TOKENS_PER_IMAGE[name]] * 2
 
 
-def test_a_processor_whose_video_part_needs_torchvision_loads_image_only(tiny_family_dir):
+def test_a_video_processor_is_saved_and_loaded_with_its_checkpoint(tiny_family_dir):
     folder = tiny_family_dir("qwen2.5-vl")
     declared = json.loads((folder / "processor_config.json").read_text())
-    assert declared["processor_class"] == "Qwen2_5_VLProcessor"  # saved as the stock class ...
-    assert declared["video_processor"]["video_processor_type"] == "Qwen2VLVideoProcessor"  # ... with its video part
-    if not is_torchvision_available():
-        with pytest.raises(ImportError, match="(?i)torchvision"):
-            AutoProcessor.from_pretrained(folder)
+    assert declared["processor_class"] == "Qwen2_5_VLProcessor"
+    assert declared["video_processor"]["video_processor_type"] == "Qwen2VLVideoProcessor"
     processor = load_processor(ModelSource(str(folder)))
-    assert type(processor).__name__ == "Qwen2_5_VLImageOnlyProcessor"
-    assert processor.get_attributes() == ["image_processor", "tokenizer"]
-    assert processor.video_processor_type == "Qwen2VLVideoProcessor"  # declared again when saved
-
-
-def test_a_checkpoint_without_a_declared_video_processor_still_loads(tiny_family_dir, tmp_path):
-    folder = tmp_path / "no-video"
-    folder.mkdir()
-    for path in tiny_family_dir("internvl").iterdir():
-        (folder / path.name).write_bytes(path.read_bytes())
-    declared = json.loads((folder / "processor_config.json").read_text())
-    del declared["video_processor"]
-    (folder / "processor_config.json").write_text(json.dumps(declared))
-    processor = load_processor(ModelSource(str(folder)))
-    assert type(processor).__name__ == "InternVLImageOnlyProcessor" and processor.video_processor_type is None
+    assert processor.get_attributes() == ["image_processor", "tokenizer", "video_processor"]
+    assert processor.video_processor.patch_size == processor.image_processor.patch_size == 14
+    assert processor.video_processor.size == processor.image_processor.size  # the image processor's geometry
 
 
 def test_a_model_whose_image_token_the_tokenizer_does_not_know_is_named(tiny_vlm):
     stranger = SimpleNamespace(tokenizer=tiny_vlm.tokenizer, image_token="<not-a-token>", image_token_ids=[None])
     with pytest.raises(UnknownVisionTokensError, match="cannot tell which tokens of 'my-vlm' are vision tokens"):
-        vision_token_ids(stranger, "'my-vlm'")
+        processor_image_token_ids(stranger, "'my-vlm'")
 
 
 def test_the_build_is_deterministic_and_unknown_families_are_named(tiny_family_dir, tmp_path):
@@ -106,8 +91,9 @@ def one_line_error(call) -> str:
     return str(raised.value)
 
 
-def test_a_processor_that_needs_a_missing_package_is_one_line_naming_it(tiny_family_dir, monkeypatch):
-    folder = tiny_family_dir("gemma3")  # its processor has no video part to drop
+def test_a_processor_that_needs_a_missing_package_is_one_line_naming_the_family_and_it(tiny_family_dir,
+                                                                                         monkeypatch):
+    folder = tiny_family_dir("gemma3")
 
     def missing_package(*args, **kwargs):
         raise ImportError("Package `num2words` is required to run this processor.\nInstall it.")
@@ -115,8 +101,22 @@ def test_a_processor_that_needs_a_missing_package_is_one_line_naming_it(tiny_fam
     monkeypatch.setattr(processor_files.AutoProcessor, "from_pretrained", missing_package)
     message = one_line_error(lambda: load_processor(ModelSource(str(folder))))
     assert message == (f"cannot load model '{folder}': the directory '{folder}' exists but is not a loadable "
-                       "checkpoint (its processor cannot be built: Package `num2words` is required to run this "
-                       "processor. Install it.)")
+                       "checkpoint (its gemma3 processor cannot be built: Package `num2words` is required to run "
+                       "this processor. Install it.)")
+
+
+def test_a_processor_that_needs_torchvision_where_it_does_not_import_says_how_to_install_it(tiny_family_dir,
+                                                                                            monkeypatch):
+    folder = tiny_family_dir("qwen2-vl")
+
+    def no_torchvision(*args, **kwargs):
+        raise ImportError("Qwen2VLVideoProcessor requires the Torchvision library but it was not found.")
+
+    monkeypatch.setattr(processor_files.AutoProcessor, "from_pretrained", no_torchvision)
+    monkeypatch.setattr(processor_files, "is_torchvision_available", lambda: False)
+    message = one_line_error(lambda: load_processor(ModelSource(str(folder))))
+    assert message.endswith("(its qwen2_vl processor cannot be built: Qwen2VLVideoProcessor requires the Torchvision "
+                            f"library but it was not found. ({processor_files.TORCHVISION_HINT}))")
 
 
 def test_a_checkpoint_without_weights_is_one_line_naming_it(tiny_family_dir, tmp_path):
@@ -130,14 +130,7 @@ def test_a_checkpoint_without_weights_is_one_line_naming_it(tiny_family_dir, tmp
                               "checkpoint (its weights cannot be loaded: ")
 
 
-def test_videos_to_an_image_only_processor_are_an_error_saying_why(tiny_family_vlm):
-    processor = tiny_family_vlm("qwen2.5-vl").processor
-    with pytest.raises(ValueError, match="built without its video processor"):
-        processor(text=["<|vision_start|><|video_pad|><|vision_end|>"], videos=[[Image.new("RGB", (56, 56))] * 2],
-                  return_tensors="pt")
-
-
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", family_params())
 def test_each_familys_image_reaches_its_language_model(name, tiny_family_vlm):
     """The same question about two different images gives different next-token logits: the vision path
     is alive (Gemma 3's image projection is zero at init, which random_init_model redraws)."""
@@ -147,7 +140,7 @@ def test_each_familys_image_reaches_its_language_model(name, tiny_family_vlm):
     logits = []
     for colour in ((255, 0, 0), (0, 0, 255)):
         image = Image.new("RGB", (64, 64), colour)
-        batch = loaded.processor(text=[text], images=[[image]], return_tensors="pt", padding=True)
+        batch = loaded.on_device(loaded.processor(text=[text], images=[[image]], return_tensors="pt", padding=True))
         with torch.inference_mode():
             logits.append(loaded.model(**batch).logits[0, -1])  # [V]
     assert not torch.allclose(logits[0], logits[1], atol=1e-6)

@@ -65,7 +65,7 @@ HAND_WRITTEN = {
     ),
     "training_rollouts": (
         "run_id string !", "step int32 !", "row int32 !", "prompt_id string", "question string",
-        "image_sha256 string", "completion string", "reward double", "correct bool", "advantage double",
+        "image_sha256s list<item: string>", "completion string", "reward double", "correct bool", "advantage double",
         "length int32", "logprob_sum double",
     ),
     "checkpoints": (

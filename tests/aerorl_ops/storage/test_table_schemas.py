@@ -99,7 +99,7 @@ TABLES = {
     ),
     "training_rollouts": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, row INTEGER NOT NULL, prompt_id VARCHAR, question "
-        "VARCHAR, image_sha256 VARCHAR, completion VARCHAR, reward DOUBLE, correct BOOLEAN, advantage DOUBLE, "
+        "VARCHAR, image_sha256s VARCHAR[], completion VARCHAR, reward DOUBLE, correct BOOLEAN, advantage DOUBLE, "
         "length INTEGER, logprob_sum DOUBLE"
     ),
 }

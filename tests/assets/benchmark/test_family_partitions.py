@@ -16,10 +16,9 @@ import dagster as dg
 import duckdb
 import pytest
 
-from aerorl_ops.models.tiny_families import FAMILIES
 from aerorl_pipeline.definitions import build_definitions
 from assets.runs import BENCHMARK_RUN_TAG
-from tests.aerorl_ops.models.torchvision_families import torchvision_family_params
+from tests.aerorl_ops.models.family_params import family_params
 
 ROWS_ASSETS = ("docvqa_rows", "chartqa_rows", "easy_vqa_rows")  # DATASETS' tables (this file's, not the shipped
 # config: a family's multi-image prompts are test_family_generation's, so no ARC rows here)
@@ -82,7 +81,7 @@ def rows_env(tmp_path_factory, dagster_env_factory, tiny_model_dir):
     env.instance.dispose()
 
 
-@pytest.mark.parametrize("family", list(FAMILIES) + torchvision_family_params())
+@pytest.mark.parametrize("family", family_params())
 def test_a_family_checkpoint_benchmarks_as_a_configured_model(family, rows_env, tiny_family_dir):
     env, root, sample_ids = rows_env
     key, source = model_key(family), tiny_family_dir(family)

@@ -77,19 +77,38 @@ def test_the_rl_record_types_are_the_stored_row_types_plus_what_is_not_a_column(
         return [f.name for f in dataclasses.fields(record_type)]
 
     assert names(TrainingRunRecord) == names(TrainingRunRow)
-    assert names(RolloutSample) == [*names(RolloutRow), "image"]
+    assert names(RolloutSample) == [*names(RolloutRow), "images"]
 
 
-def test_a_rollout_sample_is_stored_as_its_columns_and_its_image_once(tmp_path):
-    image = b"\x89PNG not really"
-    digest = hashlib.sha256(image).hexdigest()
-    samples = [RolloutSample(5, 0, "item-1", "What colour?", digest, "red", 1.0, True, 0.5, 2, -0.75, image),
-               RolloutSample(5, 3, "item-2", "What shape?", None, "circle", 0.0, False, -0.5, 3, -1.25)]
+def test_a_rollout_sample_is_stored_as_its_columns_and_each_of_its_images_once(tmp_path):
+    first, second = b"\x89PNG not really", b"\x89PNG nor this"
+    one, two = hashlib.sha256(first).hexdigest(), hashlib.sha256(second).hexdigest()
+    samples = [RolloutSample(5, 0, "item-1", "Same colour?", [one, two, one], "no", 1.0, True, 0.5, 2, -0.75,
+                             (first, second, first)),
+               RolloutSample(5, 3, "item-2", "What is 2 + 2?", [], "4", 0.0, False, -0.5, 3, -1.25)]
     connect = partial(duckdb.connect, str(tmp_path / "r.duckdb"))
     RunRecorder(connect, "r", tmp_path / "images").rollouts(samples)
     with connect() as conn:
         stored = conn.execute("SELECT * FROM training_rollouts ORDER BY row").fetchall()
-    assert stored == [("r", 5, 0, "item-1", "What colour?", digest, "red", 1.0, True, 0.5, 2, -0.75),
-                      ("r", 5, 3, "item-2", "What shape?", None, "circle", 0.0, False, -0.5, 3, -1.25)]
-    assert [p.name for p in (tmp_path / "images").iterdir()] == [digest]
-    assert (tmp_path / "images" / digest).read_bytes() == image
+    assert stored == [("r", 5, 0, "item-1", "Same colour?", [one, two, one], "no", 1.0, True, 0.5, 2, -0.75),
+                      ("r", 5, 3, "item-2", "What is 2 + 2?", [], "4", 0.0, False, -0.5, 3, -1.25)]
+    assert sorted(p.name for p in (tmp_path / "images").iterdir()) == sorted([one, two])
+    assert [(tmp_path / "images" / digest).read_bytes() for digest in (one, two)] == [first, second]
+
+
+def test_a_rollouts_table_made_before_keeps_its_rows_and_takes_every_image_now(tmp_path):
+    """A ``training_rollouts`` table of an older version held the first image's hash in ``image_sha256``: it
+    gains ``image_sha256s`` (NULL in its old rows), and new rows fill that column."""
+    connect = partial(duckdb.connect, str(tmp_path / "r.duckdb"))
+    with connect() as conn:
+        conn.execute("CREATE TABLE training_rollouts (run_id VARCHAR NOT NULL, step INTEGER NOT NULL, "
+                     "row INTEGER NOT NULL, prompt_id VARCHAR, question VARCHAR, image_sha256 VARCHAR, "
+                     "completion VARCHAR, reward DOUBLE, correct BOOLEAN, advantage DOUBLE, length INTEGER, "
+                     "logprob_sum DOUBLE)")
+        conn.execute("INSERT INTO training_rollouts VALUES ('old', 1, 0, 'i', 'Q?', 'abc', 'a', 1, true, 0, 1, -1)")
+    RunRecorder(connect, "r", tmp_path / "images").rollouts(
+        [RolloutSample(5, 0, "item-1", "Q?", ["d"], "a", 1.0, True, 0.5, 2, -0.75, (b"png",))])
+    with connect() as conn:
+        stored = conn.execute("SELECT run_id, image_sha256, image_sha256s FROM training_rollouts "
+                              "ORDER BY run_id").fetchall()
+    assert stored == [("old", "abc", None), ("r", None, ["d"])]

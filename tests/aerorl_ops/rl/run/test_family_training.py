@@ -7,7 +7,6 @@ plain and with a frozen tower plus LoRA."""
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
 
@@ -23,30 +22,34 @@ from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.generation.batched import encode_prompts, eos_token_ids, generate_rows
 from aerorl_ops.generation.suppression import suppressed_token_ids
-from aerorl_ops.models.family_parts import family_parts, part_of, part_parameters
+from aerorl_ops.models.family_parts import part_of, part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
-from aerorl_ops.models.tiny_families import FAMILIES
 from aerorl_ops.models.tiny_family_build import random_init_model
 from aerorl_ops.rl.run.phases import run_training
-from aerorl_ops.rl.runtime.lora import ADAPTER_DIR, lora_config, lora_layers
+from aerorl_ops.rl.runtime.lora import ADAPTER_DIR, attach_lora, lora_config, lora_layers
 from aerorl_ops.rl.runtime.policy import REFERENCE_QUANTIZATIONS, policy_and_reference
 from aerorl_ops.rl.runtime.reference_quantization import kernel_unfit_layers
-from aerorl_ops.rl.step.per_token_inputs import UnknownPerTokenInputError, check_per_token_inputs
+from aerorl_ops.rl.step.per_token_inputs import (
+    UnknownPerTokenInputError,
+    check_per_token_inputs,
+    left_out_after_prefill,
+)
 from aerorl_ops.rl.step.rollout import supervised_batch
 from aerorl_ops.rl.step.sequences import append_completions, completion_logprobs
 from aerorl_ops.rl.step.trainer import RLTrainer
-from tests.aerorl_ops.models.torchvision_families import torchvision_family_params
+from tests.aerorl_ops.models.family_params import family_params
 
 END_OF_TURN = {"qwen2-vl": "<|im_end|>", "qwen2.5-vl": "<|im_end|>", "qwen3-vl": "<|im_end|>",
                "smolvlm": "<end_of_utterance>", "smolvlm2": "<end_of_utterance>", "gemma3": "<end_of_turn>",
                "llava-onevision": "<|im_end|>", "internvl": "<|im_end|>", "glm4.1v": "<|user|>",
                "qwen3-vl-moe": "<|im_end|>", "paligemma": "<eos>", "mllama": "<|eot_id|>",
                "aya-vision": "<|END_OF_TURN_TOKEN|>", "idefics2": "<end_of_utterance>", "llava": "</s>",
-               "llava-next": "</s>", "mistral3": "</s>", "llama4": "<|eot|>", "perception-lm": "<|eot_id|>"}
+               "llava-next": "</s>", "mistral3": "</s>", "llama4": "<|eot|>", "perception-lm": "<|eot_id|>",
+               "qwen3.5": "<|im_end|>", "gemma4": "<end_of_turn>", "ernie4.5-vl": "<|end_of_sentence|>",
+               "ovis2": "<|im_end|>", "lfm2-vl": "<|im_end|>"}
 """What each family's chat template writes after an assistant reply, written out by hand (LLaVA-1.5's writes
 no special token: its EOS; PaliGemma's prompt format ends a reply with EOS)."""
-EVERY_FAMILY = list(FAMILIES) + torchvision_family_params()
-"""The families of ``FAMILIES`` and, in the vLLM venv (``make test-vllm``), those whose processor needs torchvision."""
+EVERY_FAMILY = family_params()
 
 STEPS = dict(group_size=2, max_new_tokens=3, kl_coef=0.0, learning_rate=1e-2, seed=3)
 
@@ -88,12 +91,16 @@ def three_layer_vlm(tiny_family_dir, tmp_path_factory):
         if name not in built:
             folder = shutil.copytree(tiny_family_dir(name), root / name)
             config = AutoConfig.from_pretrained(folder)
-            text = config.get_text_config()
-            text.num_hidden_layers = 3
-            for per_layer in ("layer_types", "no_rope_layers"):  # one entry per layer (Llama 4: which use RoPE)
-                if getattr(text, per_layer, None):
-                    setattr(text, per_layer, getattr(text, per_layer) * 3)
-            random_init_model(config, seed=1).save_pretrained(folder)
+            settings = config.to_dict()
+            text = settings.get("text_config", settings)
+            layers = text["num_hidden_layers"]
+            for key, value in text.items():  # one entry per layer: the layer types, Llama 4's RoPE layers, ERNIE's MLPs
+                if isinstance(value, list) and len(value) == layers and key != "eos_token_id":
+                    text[key] = [value[layer % layers] for layer in range(3)]
+                if isinstance(value, dict) and set(value) == {str(layer) for layer in range(layers)}:  # Gemma 4's
+                    text[key] = {str(layer): value[str(layer % layers)] for layer in range(3)}  # per-layer overrides
+            text["num_hidden_layers"] = 3
+            random_init_model(type(config).from_dict(settings), seed=1).save_pretrained(folder)
             built[name] = load_vlm(ModelSource(str(folder)), torch.device("cpu"))
         return built[name]
 
@@ -208,10 +215,36 @@ def test_an_unknown_per_token_input_is_an_error_naming_it(tiny_family_vlm, env):
     inputs = dict(encode_observations(loaded, observe_all(env, items_at(env, [0]))))
     inputs["extra_mask"] = torch.ones_like(inputs["input_ids"])
     inputs["extra_boxes"] = torch.ones(*inputs["input_ids"].shape, 4)  # any rank: dimension 1 is the prompt length
-    with pytest.raises(UnknownPerTokenInputError, match=r"\['extra_mask', 'extra_boxes'\].*does not extend"):
+    with pytest.raises(UnknownPerTokenInputError, match=r"^the processor of Qwen2VLForConditionalGeneration "
+                                                        r"returned per-token input\(s\) \['extra_mask', 'extra_boxes'\]"
+                                                        ".*generate neither extends nor leaves out"):
         append_completions(inputs, [[5]], loaded)
     with pytest.raises(UnknownPerTokenInputError, match="'extra_mask'"):
         check_per_token_inputs(loaded.model, inputs)
+
+
+def test_an_unknown_per_token_input_under_lora_names_the_model_not_its_wrapper(tiny_family_dir, env):
+    loaded = load_vlm(ModelSource(str(tiny_family_dir("qwen2-vl"))), torch.device("cpu"))
+    loaded.model = attach_lora(loaded.model, TrainingSettings(lora_rank=2), loaded.vision.parts)
+    inputs = dict(encode_observations(loaded, observe_all(env, items_at(env, [0]))))
+    inputs["extra_mask"] = torch.ones_like(inputs["input_ids"])
+    with pytest.raises(UnknownPerTokenInputError, match="^the processor of Qwen2VLForConditionalGeneration returned"):
+        check_per_token_inputs(loaded.model, inputs)
+
+
+def test_ernie_s_moe_token_types_are_text_over_a_completion_as_its_generate_leaves_them_out(tiny_family_vlm, env):
+    """ERNIE 4.5-VL's ``moe_mm_token_type_ids`` (1 routes a token to the vision experts) reach only the prompt's
+    forward in ``generate``: every generated token is routed as text, so the trainer's completion takes 0."""
+    loaded = tiny_family_vlm("ernie4.5-vl")
+    inputs = encode_observations(loaded, observe_all(env, items_at(env, [0])))
+    assert left_out_after_prefill(loaded.model, inputs, ["moe_mm_token_type_ids", "mm_token_type_ids"]) == {
+        "moe_mm_token_type_ids", "mm_token_type_ids"}  # the latter's generation update extends it with 0 too
+    words = loaded.tokenizer.encode(" the red circle", add_special_tokens=False)[:3]  # text, as generated
+    batch = append_completions(inputs, [words], loaded)
+    prompt = inputs["input_ids"].shape[1]
+    assert batch.inputs["moe_mm_token_type_ids"][0, prompt:].tolist() == [0, 0, 0]
+    assert torch.equal(batch.inputs["moe_mm_token_type_ids"][:, :prompt], inputs["moe_mm_token_type_ids"])
+    assert inputs["moe_mm_token_type_ids"].sum() > batch.vision_mask.sum()  # its image start and end tokens too
 
 
 def test_a_run_names_an_unknown_per_token_input_before_its_first_step(tiny_family_dir, env, tmp_path, monkeypatch):
@@ -230,7 +263,7 @@ def test_a_run_names_an_unknown_per_token_input_before_its_first_step(tiny_famil
     assert steps == []
 
 
-@pytest.mark.parametrize("name", EVERY_FAMILY)
+@pytest.mark.parametrize("name", family_params(runs_model=False))
 def test_the_supervised_target_ends_with_the_end_of_turn_token(tiny_family_vlm, env, name):
     loaded = tiny_family_vlm(name)
     batch = supervised_batch(loaded, env, items_at(env, [0, 1]))
@@ -252,26 +285,14 @@ def test_gemma3_ends_its_target_with_end_of_turn_not_eos(tiny_family_dir, env, t
     assert batch.input_ids[0][batch.completion_mask[0]].tolist()[-1] == end
 
 
-def test_an_unknown_family_gets_guessed_parts_and_a_warning(caplog):
-    class Toy(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.vision_tower, self.mm_projector = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
-
-    with caplog.at_level(logging.WARNING, logger="aerorl_ops.models.family_parts"):
-        parts = family_parts(Toy())
-    assert (parts.encoder, parts.projector) == (("vision_tower",), ("mm_projector",))
-    assert "'Toy' is not in aerorl_ops.models.family_parts.FAMILY_PARTS" in caplog.text
-    assert "('vision_tower',)" in caplog.text and "('mm_projector',)" in caplog.text
-
-
 ENCODER = {"qwen2-vl": "model.visual.", "qwen2.5-vl": "model.visual.", "qwen3-vl": "model.visual.",
            "smolvlm": "model.vision_model.", "smolvlm2": "model.vision_model.", "gemma3": "model.vision_tower.",
            "llava-onevision": "model.vision_tower.", "internvl": "model.vision_tower.", "glm4.1v": "model.visual.",
            "qwen3-vl-moe": "model.visual.", "paligemma": "model.vision_tower.", "mllama": "model.vision_model.",
            "aya-vision": "model.vision_tower.", "idefics2": "model.vision_model.", "llava": "model.vision_tower.",
            "llava-next": "model.vision_tower.", "mistral3": "model.vision_tower.", "llama4": "vision_model.",
-           "perception-lm": "model.vision_tower."}
+           "perception-lm": "model.vision_tower.", "qwen3.5": "model.visual.", "gemma4": "model.vision_tower.",
+           "ernie4.5-vl": "model.vision_tower.", "ovis2": "model.vision_tower.", "lfm2-vl": "model.vision_tower."}
 PROJECTOR = {"qwen2-vl": ("model.visual.merger.",), "qwen2.5-vl": ("model.visual.merger.",),
              "qwen3-vl": ("model.visual.merger.", "model.visual.deepstack_merger_list."),
              "qwen3-vl-moe": ("model.visual.merger.", "model.visual.deepstack_merger_list."),
@@ -283,8 +304,12 @@ PROJECTOR = {"qwen2-vl": ("model.visual.merger.",), "qwen2.5-vl": ("model.visual
              "llava-next": ("model.multi_modal_projector.", "model.image_newline"),
              "internvl": ("model.multi_modal_projector.",), "glm4.1v": ("model.visual.merger.",),
              "mistral3": ("model.multi_modal_projector.",), "perception-lm": ("model.multi_modal_projector.",),
-             "llama4": ("vision_model.vision_adapter.", "multi_modal_projector.")}  # Llama 4's: not under ``model.``
-"""Each family's encoder and projector parameters, by hand from transformers' module trees."""
+             "llama4": ("vision_model.vision_adapter.", "multi_modal_projector."),  # Llama 4's: not under ``model.``
+             "qwen3.5": ("model.visual.merger.",), "gemma4": ("model.embed_vision.",),
+             "ernie4.5-vl": ("model.resampler_model.",), "ovis2": ("model.visual_embeddings_table.",),
+             "lfm2-vl": ("model.multi_modal_projector.",)}
+"""Each family's encoder and projector parameters, by hand from transformers' module trees: what the trace of
+``models.vision_trace`` must find (``LoadedVLM.vision.parts``)."""
 
 
 def head_name(model) -> str:
@@ -292,14 +317,16 @@ def head_name(model) -> str:
     return next(name for name, module in model.named_modules() if module is model.get_output_embeddings())
 
 
-@pytest.mark.parametrize("name", EVERY_FAMILY)
-def test_each_family_s_encoder_and_projector(tiny_family_vlm, name):
-    model = tiny_family_vlm(name).model
+@pytest.mark.parametrize("name", family_params(runs_model=False))
+def test_each_family_s_encoder_and_projector_are_traced_from_the_model(tiny_family_vlm, name):
+    loaded = tiny_family_vlm(name)
+    model, parts = loaded.model, loaded.vision.parts
     names = [n for n, _ in model.named_parameters()]
     projector = {n for n in names if n.startswith(PROJECTOR[name])}
-    assert projector and set(part_parameters(model, "projector")) == projector
-    assert set(part_parameters(model, "encoder")) == {n for n in names if n.startswith(ENCODER[name])} - projector
-    excluded = lora_config(model, TrainingSettings(lora_rank=2)).exclude_modules  # a regex on module names
+    assert projector and set(part_parameters(model, parts, "projector")) == projector
+    encoder = {n for n in names if n.startswith(ENCODER[name])} - projector
+    assert set(part_parameters(model, parts, "encoder")) == encoder
+    excluded = lora_config(model, TrainingSettings(lora_rank=2), parts).exclude_modules  # a regex on module names
     assert re.fullmatch(excluded, head_name(model)) and re.fullmatch(excluded, ENCODER[name].rstrip(".") + ".x")
     modules = [prefix.rstrip(".") for prefix in PROJECTOR[name] if prefix.endswith(".")]  # not image_newline
     assert all(re.fullmatch(excluded, module) for module in modules)
@@ -310,14 +337,14 @@ def snapshot(model) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.parametrize("name", EVERY_FAMILY)
 @pytest.mark.parametrize("freeze_projector", [False, True])
 def test_a_frozen_encoder_stays_while_the_projector_trains_unless_frozen(tiny_family_dir, env, name,
                                                                          freeze_projector):
     settings = TrainingSettings(**STEPS, freeze_vision_tower=True, freeze_projector=freeze_projector)
     policy, _ = policy_and_reference(str(tiny_family_dir(name)), settings, device="cpu")
-    model = policy.loaded.model
-    encoder, projector = part_parameters(model, "encoder"), part_parameters(model, "projector")
+    model, parts = policy.loaded.model, policy.loaded.vision.parts
+    encoder, projector = part_parameters(model, parts, "encoder"), part_parameters(model, parts, "projector")
     assert encoder and projector
     before = snapshot(model)
     trainer = RLTrainer(settings.resolve(), policy)
@@ -333,7 +360,7 @@ def test_a_frozen_encoder_stays_while_the_projector_trains_unless_frozen(tiny_fa
         assert all(torch.equal(after[n], before[n]) for n in projector) and not held & set(map(id, projector.values()))
     else:
         assert any(not torch.equal(after[n], before[n]) for n in projector), "the projector did not train"
-    language = [n for n in after if part_of(n, family_parts(model)) is None]
+    language = [n for n in after if part_of(n, parts) is None]
     assert any(not torch.equal(after[n], before[n]) for n in language)
 
 
@@ -354,10 +381,10 @@ def test_a_two_plus_two_step_run(tiny_family_dir, env, tmp_path, name, recipe):
     result = run_training(str(base), tmp_path / "run", settings, env, env, range(2), device="cpu", resume=False)
     assert [s.step for s in result.steps] == [1, 2, 3, 4]
     assert all(torch.isfinite(torch.tensor(s.loss)) for s in result.steps)
-    final = load_vlm(ModelSource(str(result.final_checkpoint)), torch.device("cpu")).model
+    final = load_vlm(ModelSource(str(result.final_checkpoint)), torch.device("cpu"))
     start = load_vlm(ModelSource(str(base)), torch.device("cpu")).model.state_dict()
-    trained = final.state_dict()
-    parts = family_parts(final)
+    trained = final.model.state_dict()
+    parts = final.vision.parts
     vision = [k for k in start if part_of(k, parts)]
     language = [k for k in start if not part_of(k, parts)]
     assert vision and language
@@ -374,8 +401,7 @@ QUANTIZED_ALGORITHMS = [("grpo", 8), ("dr_grpo", 4), ("rloo", 8), ("reinforce_pp
 
 
 @pytest.mark.parametrize(("name", "algorithm", "quant_bits"),
-                         [(name, *pair) for pair in QUANTIZED_ALGORITHMS for name in FAMILIES]
-                         + torchvision_family_params(*QUANTIZED_ALGORITHMS[:2]))  # int8 and nf4 each
+                         family_params(*QUANTIZED_ALGORITHMS))
 def test_an_rl_step_of_every_algorithm_against_a_quantized_reference(tiny_family_dir, env, name, algorithm,
                                                                       quant_bits):
     """One RL step with the KL to a bitsandbytes-quantized copy of the family's checkpoint: the reference

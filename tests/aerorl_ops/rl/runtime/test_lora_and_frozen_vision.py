@@ -12,7 +12,7 @@ from aerorl_ops.config.fields import ConfigError, parse_section
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import items_at
 from aerorl_ops.envs.registry import make_env
-from aerorl_ops.models.family_parts import part_parameters
+from aerorl_ops.models.family_parts import FamilyParts, part_parameters
 from aerorl_ops.models.loading import ModelSource, load_vlm
 from aerorl_ops.rl.run.phases import run_training
 from aerorl_ops.rl.runtime.checkpoint_files import load_checkpoint_state, save_checkpoint
@@ -62,8 +62,9 @@ def test_the_file_check_names_the_setting():
 
 
 def test_freezing_needs_a_vision_encoder():
-    with pytest.raises(ValueError, match="no vision encoder.*freeze_vision_tower"):
-        freeze_vision_tower(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    with pytest.raises(ValueError, match=r"^Sequential has no vision encoder \(its traced parts: FamilyParts\(encoder="
+                                         r"\('visual',\), projector=\(\)\)\); freeze_vision_tower needs one"):
+        freeze_vision_tower(torch.nn.Sequential(torch.nn.Linear(2, 2)), FamilyParts(("visual",), ()))
 
 
 def test_a_frozen_vision_encoder_does_not_change_and_has_no_optimizer_state(tiny_model_dir, env):
@@ -71,12 +72,12 @@ def test_a_frozen_vision_encoder_does_not_change_and_has_no_optimizer_state(tiny
     # trains unless freeze_projector (before, the whole of model.visual was frozen)
     config = TrainingSettings(group_size=2, max_new_tokens=3, kl_coef=0.0, freeze_vision_tower=True, seed=0)
     policy, _ = policy_and_reference(str(tiny_model_dir), config, device="cpu")
-    model = policy.loaded.model
-    name, _ = find_vision_tower(model)
+    model, parts = policy.loaded.model, policy.loaded.vision.parts
+    name, _ = find_vision_tower(model, parts)
     assert name == "model.visual"
-    encoder = set(part_parameters(model, "encoder"))
+    encoder = set(part_parameters(model, parts, "encoder"))
     assert encoder and not any(".merger." in n for n in encoder)
-    assert sorted(part_parameters(model, "projector")) == sorted(
+    assert sorted(part_parameters(model, parts, "projector")) == sorted(
         n for n, _ in model.named_parameters() if n.startswith("model.visual.merger."))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trainer = RLTrainer(config.resolve(), policy)
@@ -93,11 +94,12 @@ def test_a_frozen_vision_encoder_does_not_change_and_has_no_optimizer_state(tiny
 
 def test_lora_adapts_only_the_language_model(fresh_tiny_vlm):
     config = TrainingSettings(lora_rank=2, lora_target_modules="q_proj, qkv, lm_head")  # qkv: vision only
-    model = attach_lora(fresh_tiny_vlm.model, config)
+    model = attach_lora(fresh_tiny_vlm.model, config, fresh_tiny_vlm.vision.parts)
     assert [n.split("layers.")[-1] for n, _ in lora_layers(model)] == ["0.self_attn.q_proj", "1.self_attn.q_proj"]
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert len(trainable) == 4 and all(".lora_A." in n or ".lora_B." in n for n in trainable)
-    all_linear = attach_lora(load_vlm(fresh_tiny_vlm.source, torch.device("cpu")).model, LORA)
+    plain = load_vlm(fresh_tiny_vlm.source, torch.device("cpu"))
+    all_linear = attach_lora(plain.model, LORA, plain.vision.parts)
     names = [n for n, _ in lora_layers(all_linear)]
     assert len(names) == 14 and not any(".visual." in n or "lm_head" in n for n in names)  # 2 layers x 7
     first = next(m for _, m in lora_layers(all_linear))  # q_proj [128 -> 128]: A [r, in], B [out, r]

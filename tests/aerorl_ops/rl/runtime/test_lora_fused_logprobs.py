@@ -38,7 +38,7 @@ class OutputShapes(TorchDispatchMode):
 def test_lora_log_probs_never_build_full_logits_and_leave_the_head_without_gradient(fresh_tiny_vlm):
     torch.set_num_threads(1)
     loaded = fresh_tiny_vlm
-    model = attach_lora(loaded.model, TrainingSettings(lora_rank=2, seed=0))
+    model = attach_lora(loaded.model, TrainingSettings(lora_rank=2, seed=0), loaded.vision.parts)
     head = model.get_output_embeddings()
     vocab = head.weight.shape[0]
     env = make_env("easy_vqa", split="train", limit=4, seed=1)

@@ -118,6 +118,6 @@ def test_the_rollout_log_names_each_rows_item_after_a_token_budget_cut(tiny_mode
     assert logged == [(row, f"q-{row // 2}") for row in range(8)]
     for sample in trainer.rollout_samples:
         item = by_id[sample.prompt_id]
-        assert (sample.question, sample.image_sha256) == (item.question, image_sha256(item.images[0]))
+        assert (sample.question, sample.image_sha256s) == (item.question, [image_sha256(i) for i in item.images])
     # q-0 and q-2 earn 1; q-1's and q-3's replies, graded in row order, 0, 1, 0, 1
     assert [sample.reward for sample in trainer.rollout_samples] == [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]

@@ -1,5 +1,5 @@
 """Rollouts in SQL (``rl.step.rollout_samples``, ``training_rollouts``): a sampled share of each RL step's
-replies with what the policy said, what it earned, its advantage and log-probability, and the image
+replies with what the policy said, what it earned, its advantage and log-probability, and every image
 saved once under its hash."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_a_sample_holds_its_items_question_image_hash_and_its_own_tokens_advanta
                                 torch.tensor([0.0, 1.0]), torch.tensor([False, True]), advantages, logprob)
     item = env.items[3]
     assert (sample.step, sample.row, sample.prompt_id, sample.question) == (7, 1, item.item_id, item.question)
-    assert sample.image_sha256 == hashlib.sha256(item.images[0]).hexdigest() and sample.image == item.images[0]
+    assert sample.image_sha256s == [hashlib.sha256(item.images[0]).hexdigest()] and sample.images == item.images
     assert (sample.completion, sample.reward, sample.correct, sample.length) == ("c", 1.0, True, 2)
     assert sample.advantage == -1.0 and sample.logprob_sum == -2.125  # the padding's 9.0 and -7.0 left out
 
@@ -62,18 +62,19 @@ def test_an_rl_run_stores_its_sampled_replies_and_each_image_once(tiny_model_dir
     TrainingRun(str(tiny_model_dir), tmp_path / "run", settings.resolve(), env, env, [0, 1], device="cpu",
                 reporter=RecorderReporter(recorder, "run", log=None)).run()
     with connect() as conn:
-        rows = conn.execute("SELECT step, row, prompt_id, question, image_sha256, completion, reward, correct, "
+        rows = conn.execute("SELECT step, row, prompt_id, question, image_sha256s, completion, reward, correct, "
                             "advantage, length, logprob_sum FROM training_rollouts WHERE run_id = 'run' "
                             "ORDER BY step, row").fetchall()
     assert [(step, row) for step, row, *_ in rows] == [(step, row) for step in (1, 2)
                                                        for row in sampled_rows(8, 0.5, 4, step)]
     items = {item.item_id: item for item in env.items}
-    for _, _, prompt_id, question, digest, completion, reward, correct, advantage, length, logprob_sum in rows:
+    for _, _, prompt_id, question, digests, completion, reward, correct, advantage, length, logprob_sum in rows:
         item = items[prompt_id]
         assert question == item.question and 0 < length <= 4 and logprob_sum < 0
+        (digest,) = digests  # easy-VQA: one image a question
         image = tmp_path / "rollout_images" / digest
         assert hashlib.sha256(image.read_bytes()).hexdigest() == digest and image.read_bytes() == item.images[0]
         graded = env.step(env.reset(item)[0], Completion(completion))
         assert (graded.reward, graded.info.correct) == (reward, correct)  # what the policy said earned that
         assert advantage is not None
-    assert len(list((tmp_path / "rollout_images").iterdir())) == len({row[4] for row in rows})  # once each
+    assert len(list((tmp_path / "rollout_images").iterdir())) == len({row[4][0] for row in rows})  # once each
