@@ -39,6 +39,8 @@ from transformers.cache_utils import StaticLayer
 
 from aerorl_ops.generation.token_choice import TokenChoice
 
+TARGETS = ("labels",)
+"""Processor outputs that are training targets, not inputs (PaliGemma's): left out of the prefill."""
 CHECK_EVERY = 8
 """Decode steps between two looks at which rows have finished (each look waits for the device)."""
 LENGTH_ALIGN = 128
@@ -176,8 +178,9 @@ class StaticDecoder:
         Returns the last prompt position's logits [b, V] and the decode state."""
         hook = PrefillPositions()
         handle = decoder_of(self.model).register_forward_pre_hook(hook, with_kwargs=True)
+        model_inputs = {name: value for name, value in inputs.items() if name not in TARGETS}
         try:
-            output = self.model(**inputs, use_cache=True, logits_to_keep=1)
+            output = self.model(**model_inputs, use_cache=True, logits_to_keep=1)
         finally:
             handle.remove()
         prompts, length = inputs["input_ids"].shape
