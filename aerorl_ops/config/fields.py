@@ -186,6 +186,8 @@ def regex_or_none(where: str, setting: str, value: object) -> str | None:
         raise fail(where, setting, f"must be a regular expression string, got {value!r}")
     try:
         re.compile(value)
-    except re.error as error:
+    except (re.error, OverflowError) as error:  # OverflowError: a repeat count past the engine's limit
         raise fail(where, setting, f"is not a valid regular expression ({error})") from error
+    except RecursionError:
+        raise fail(where, setting, "is not a usable regular expression (its groups nest too deeply)") from None
     return value

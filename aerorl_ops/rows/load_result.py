@@ -7,19 +7,48 @@ from dataclasses import dataclass, field
 from aerorl_ops.rows.task_item import TaskItem
 
 
+def unicode_problem(text: str) -> str | None:
+    r"""Why ``text`` cannot be stored as UTF-8 (a lone surrogate, which JSON's ``\ud800`` escape makes), or None.
+
+    >>> unicode_problem("caf\u00e9"), unicode_problem("a\ud800")
+    (None, 'a lone surrogate at char 1')
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"a lone surrogate at char {error.start}"
+    return None
+
+
+def printable_line(text: str) -> str:
+    r"""``text`` with every character that is not printable (line breaks, controls, lone surrogates) written as
+    its Python escape, so that it is one line however it was made.
+
+    >>> printable_line("image file not found: /data/a\r\nb.png")
+    'image file not found: /data/a\\r\\nb.png'
+    """
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 @dataclass(frozen=True)
 class RejectedRow:
     """A record that did not become a :class:`TaskItem`, and the reason.
 
     ``locator`` points a person at the record: ``"<file>#row=<index>"`` for a file
     record (index within that file), or the sample id for a generated one.
-    ``sample_id`` is ``None`` when the record had no usable id.
+    ``sample_id`` is ``None`` when the record had no usable id (none, or one that is not text UTF-8 can
+    store). ``reason`` is one printable line (``printable_line``), whatever a record's values held.
     """
 
     source: str
     locator: str
     sample_id: str | None
     reason: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", printable_line(self.reason))
+        if self.sample_id is not None and unicode_problem(self.sample_id):
+            object.__setattr__(self, "sample_id", None)
 
 
 @dataclass(frozen=True)
