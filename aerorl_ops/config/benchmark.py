@@ -205,11 +205,13 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
     datasets = parse_datasets(path, data.get("datasets"), root, SAFE_KEY)
     benchmark_datasets = benchmark_dataset_names(path, bench.pop("datasets", []), datasets)
     rewards = parse_rewards(path, data.get("rewards", {}))
-    check_judges(path, rewards.judge, {dataset.name: dataset.judge for dataset in datasets}, models_table)
+    models = tuple(parse_model(path, key, table, root) for key, table in models_table.items())  # safe keys first
+    check_judges(path, rewards.judge, {dataset.name: dataset.judge for dataset in datasets},
+                 [model.key for model in models])
     return parse_section(
         BenchmarkConfig, path, "benchmark", bench,
         datasets=datasets, benchmark_datasets=benchmark_datasets,
-        models=tuple(parse_model(path, key, table, root) for key, table in models_table.items()),
+        models=models,
         generation=parse_section(GenerationSettings, path, "generation", data.get("generation", {})),
         rewards=rewards,
         training=parse_section(TrainingSettings, path, "training", data.get("training", {})).check_rules(path),

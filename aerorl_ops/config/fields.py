@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, field, fields
 from typing import Any, TypeVar, get_type_hints
 
+from aerorl_ops.error_line import printable_line
+
 Check = Callable[[str, str, object], Any]
 """``check(where, setting, value)``: the value as stored, or ``ConfigError`` naming both."""
 
@@ -25,7 +27,8 @@ class ConfigError(ValueError):
 
 
 def fail(where: str, setting: str, problem: str) -> ConfigError:
-    return ConfigError(f"{where}: setting {setting!r} {problem}")
+    """The error of ``setting`` in ``where``: one printable line, whatever text of the file ``problem`` quotes."""
+    return ConfigError(f"{where}: setting {setting!r} {printable_line(problem)}")
 
 
 def setting(default: Any = MISSING, *, help: str, check: Check,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aerorl_ops.error_line import printable_line
 from aerorl_ops.rows.task_item import TaskItem
 
 
@@ -18,16 +19,6 @@ def unicode_problem(text: str) -> str | None:
     except UnicodeEncodeError as error:
         return f"a lone surrogate at char {error.start}"
     return None
-
-
-def printable_line(text: str) -> str:
-    r"""``text`` with every character that is not printable (line breaks, controls, lone surrogates) written as
-    its Python escape, so that it is one line however it was made.
-
-    >>> printable_line("image file not found: /data/a\r\nb.png")
-    'image file not found: /data/a\\r\\nb.png'
-    """
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 @dataclass(frozen=True)

@@ -157,3 +157,21 @@ def test_settings_found_by_fuzzing_are_named(dataset_folder: Path, sections, set
     message = str(raised.value)
     assert message.startswith(f"bench.toml: setting '{setting}' ") and problem in message
     assert len(message.splitlines()) == 1
+
+
+def test_a_judge_is_checked_against_model_keys_already_checked():
+    # found by fuzzing: the judge's error listed the [models] keys before they were checked, "\r" and all
+    data = config_data(models={"ok": {"source": EMBEDDED}, "x\r\ny": {"source": EMBEDDED}},
+                       rewards={"judge": {"model": "other"}})
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(data, path="bench.toml")
+    assert str(raised.value) == ("bench.toml: setting 'models.x\\r\\ny' is not a safe partition key (lower-case "
+                                 "letters, digits, '-', '_'; at most 64)")
+
+
+def test_a_setting_error_quoting_the_file_is_one_printable_line():
+    data = config_data(datasets={"mix": {"kind": "mixture", "parts": ["a\nb", "a\nb"], "weights": [1, 1]}})
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(data, path="bench.toml")
+    assert str(raised.value) == ("bench.toml: setting 'datasets.mix.parts' names a\\nb more than once; name each "
+                                 "part once")
