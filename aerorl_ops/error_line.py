@@ -22,3 +22,19 @@ def printable_line(text: str) -> str:
     'image file not found: /data/a\\r\\nb.png'
     """
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+MAX_LINE_CHARS = 2_000
+"""The longest line :func:`shortened` leaves whole: an error quoting a 50,000-character value stays readable."""
+
+
+def shortened(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text``; when longer than ``limit``, its start and end with how many characters were left out between.
+
+    >>> shortened("a" * 10 + "b" * 10, limit=6)
+    'aaaa …[14 characters left out]… bb'
+    """
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]} …[{len(text) - head - tail} characters left out]… {text[-tail:]}"

@@ -184,11 +184,12 @@ def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:
 
 
 def _parsed(cls, path: str, section: str, table: object):
-    """``parse_section``, with the dataclass's own cross-setting checks reported against the file."""
+    """``parse_section``, with the dataclass's own cross-setting checks (a ValueError, or a ConfigError that
+    cannot know the file) reported against the file."""
     try:
         return parse_section(cls, path, section, table)
     except ValueError as error:
-        if isinstance(error, ConfigError):
+        if isinstance(error, ConfigError) and str(error).startswith(f"{path}: "):
             raise
         raise ConfigError(f"{path}: {error}") from error
 
@@ -215,7 +216,7 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
         generation=parse_section(GenerationSettings, path, "generation", data.get("generation", {})),
         rewards=rewards,
         training=parse_section(TrainingSettings, path, "training", data.get("training", {})).check_rules(path),
-        eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
+        eval=_parsed(EvalSettings, path, "eval", data.get("eval", {})),
         executor=_parsed(ExecutorSettings, path, "executor", data.get("executor", {})),
         storage=parse_section(StorageSettings, path, "storage", data.get("storage", {})),
         training_launch=_parsed(TrainingLaunchSettings, path, "training_launch", data.get("training_launch", {})),

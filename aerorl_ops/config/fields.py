@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, field, fields
 from typing import Any, TypeVar, get_type_hints
 
-from aerorl_ops.error_line import printable_line
+from aerorl_ops.error_line import printable_line, shortened
 
 Check = Callable[[str, str, object], Any]
 """``check(where, setting, value)``: the value as stored, or ``ConfigError`` naming both."""
@@ -27,8 +27,9 @@ class ConfigError(ValueError):
 
 
 def fail(where: str, setting: str, problem: str) -> ConfigError:
-    """The error of ``setting`` in ``where``: one printable line, whatever text of the file ``problem`` quotes."""
-    return ConfigError(f"{where}: setting {setting!r} {printable_line(problem)}")
+    """The error of ``setting`` in ``where``: one printable line of at most a few thousand characters, whatever
+    text of the file ``problem`` quotes."""
+    return ConfigError(f"{where}: setting {shortened(repr(setting))} {shortened(printable_line(problem))}")
 
 
 def setting(default: Any = MISSING, *, help: str, check: Check,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aerorl_ops.error_line import printable_line
+from aerorl_ops.error_line import printable_line, shortened
 from aerorl_ops.rows.task_item import TaskItem
 
 
@@ -28,7 +28,8 @@ class RejectedRow:
     ``locator`` points a person at the record: ``"<file>#row=<index>"`` for a file
     record (index within that file), or the sample id for a generated one.
     ``sample_id`` is ``None`` when the record had no usable id (none, or one that is not text UTF-8 can
-    store). ``reason`` is one printable line (``printable_line``), whatever a record's values held.
+    store). ``reason`` is one printable line (``printable_line``) of at most a few thousand characters
+(``shortened``), whatever a record's values held.
     """
 
     source: str
@@ -37,7 +38,7 @@ class RejectedRow:
     reason: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "reason", printable_line(self.reason))
+        object.__setattr__(self, "reason", shortened(printable_line(self.reason)))
         if self.sample_id is not None and unicode_problem(self.sample_id):
             object.__setattr__(self, "sample_id", None)
 

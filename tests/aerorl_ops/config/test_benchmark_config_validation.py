@@ -175,3 +175,18 @@ def test_a_setting_error_quoting_the_file_is_one_printable_line():
         parse_benchmark_config(data, path="bench.toml")
     assert str(raised.value) == ("bench.toml: setting 'datasets.mix.parts' names a\\nb more than once; name each "
                                  "part once")
+
+
+def test_an_eval_table_whose_k_exceeds_its_samples_names_the_file():  # found by fuzzing: it named "[eval]" alone
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(config_data(eval={"samples": 1}), path="bench.toml")
+    assert str(raised.value) == ("bench.toml: [eval]: k=8 exceeds samples=1; pass@k needs at least k responses per "
+                                 "question")
+
+
+def test_an_error_quoting_a_huge_value_leaves_its_middle_out():  # found by fuzzing: a 391,084-character line
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(config_data(generation={"top_k": "x" * 50_000}), path="bench.toml")
+    message = str(raised.value)
+    assert message.startswith("bench.toml: setting 'generation.top_k' must be an integer >= 0, got 'xxx")
+    assert "characters left out]" in message and len(message) < 2_100 and message.endswith("xxx'")
