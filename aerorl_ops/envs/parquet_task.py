@@ -147,7 +147,7 @@ def load_parquet(path: str | Path, split: str = "train", limit: int | None = Non
     outcomes: list[TaskItem | RejectedRow] = []
     locators: list[str] = []
     for row, record in _records(table_file, columns, wanted):
-        readable = record if isinstance(record, dict) else {}
+        readable = record if isinstance(record, dict) else {}  # else the reason its text cannot be read
         extra = readable.get("extra_info") if isinstance(readable.get("extra_info"), dict) else {}
         index = row if extra.get("index") is None else extra["index"]
         source = readable.get("data_source")
@@ -155,7 +155,8 @@ def load_parquet(path: str | Path, split: str = "train", limit: int | None = Non
         base = ItemCandidate(item_id=f"{dataset}-{index}", dataset=source if isinstance(source, str) and source
                              else dataset, split=split, source=str(path), locator=locator, question=None,
                              answers=None, images=[], messages=[])
-        outcomes.append(_item(record, base, folder, type_column) if readable else base.rejected(record))
+        outcomes.append(_item(record, base, folder, type_column) if isinstance(record, dict)
+                        else base.rejected(record))
         locators.append(locator)
     return collect(outcomes, locators)
 

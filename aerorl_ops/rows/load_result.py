@@ -29,7 +29,7 @@ class RejectedRow:
     record (index within that file), or the sample id for a generated one.
     ``sample_id`` is ``None`` when the record had no usable id (none, or one that is not text UTF-8 can
     store). ``reason`` is one printable line (``printable_line``) of at most a few thousand characters
-(``shortened``), whatever a record's values held.
+    (``shortened``), whatever a record's values held.
     """
 
     source: str
