@@ -8,11 +8,14 @@ every kind of setting is there to be broken, and applies one to four mutations t
 * add an unknown key at any level (random text, a hostile identifier, or a real setting of another table);
 * replace a value with one of another type or an extreme one (0, negative, 2**64, nan, inf, empty,
   very long, unicode, path traversal, dates and times, lists and tables of them, near-valid grammar);
-* rename a key (a model key or dataset name turned hostile).
+* rename a key (a model key or dataset name turned hostile);
+* set a setting read by a grammar of its own or as a path (:data:`GRAMMARS`: curricula, follow policies,
+  regular expressions, judge templates, model sources and checkpoint references, paths) to a near-valid value.
 
 The document is then written back as TOML (:func:`toml_text`, which ``tomllib`` reads back to the same
-document). Whole-file garbage (random bytes, invalid UTF-8, a truncated or UTF-16 file, TOML arrays of tables
-where tables belong), a missing file and a directory in place of the file are cases too.
+document). Whole-file garbage (random bytes, invalid UTF-8, a truncated or UTF-16 file, arrays or tables nested
+100,000 deep, TOML arrays of tables where tables belong), a missing file and a directory in place of the file
+are cases too.
 :func:`write_config_case` lays a case out in a folder (with the files its tables point at).
 """
 
