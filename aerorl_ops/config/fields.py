@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, field, fields
 from typing import Any, TypeVar, get_type_hints
@@ -189,9 +190,14 @@ def regex_or_none(where: str, setting: str, value: object) -> str | None:
     if not isinstance(value, str):
         raise fail(where, setting, f"must be a regular expression string, got {value!r}")
     try:
-        re.compile(value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)  # "possible nested set": its meaning is to change
+            re.compile(value)
     except (re.error, OverflowError) as error:  # OverflowError: a repeat count past the engine's limit
         raise fail(where, setting, f"is not a valid regular expression ({error})") from error
     except RecursionError:
         raise fail(where, setting, "is not a usable regular expression (its groups nest too deeply)") from None
+    except FutureWarning as warning:
+        raise fail(where, setting, f"is a regular expression Python will read differently ({warning}); escape "
+                   "the character it names with a backslash") from None
     return value

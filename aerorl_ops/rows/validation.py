@@ -196,10 +196,11 @@ def _checked_image(image_bytes: bytes | None, checks: RowChecks) -> bytes:
 def image_problem(image_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS) -> str | None:
     """Why these encoded bytes are not a usable image, or ``None`` when they are.
 
-    Size is read from the header first, so an oversized image is never decoded.
+    Size is read from the header first, so an oversized image is never decoded. PIL's warnings about the bytes
+    (a large image, a TIFF's "Truncated File Read") are not shown: the verdict is what this function says.
     """
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        warnings.simplefilter("ignore")
         try:
             with Image.open(io.BytesIO(image_bytes)) as image:
                 width, height = image.size

@@ -12,8 +12,8 @@ The verdict is ``accepted`` (rows: processed rows and rejections), ``rejected`` 
 errors, ``input_error_types``: what the command prints in one line and exits 2 with) or ``failure``: any
 other exception, an input error whose message has more than :data:`MAX_LINES` lines or does not name the
 input (the config file, the rows file), a rejection without a one-line reason, records unaccounted for
-(accepted + rejected != records read), a row holding the image outside the dataset folder, or a case
-still running after :data:`CASE_TIMEOUT_S` (a hang).
+(accepted + rejected != records read), a row holding the image outside the dataset folder, a warning (the
+command would print it on stderr), or a case still running after :data:`CASE_TIMEOUT_S` (a hang).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import io
 import signal
 import tempfile
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,13 +108,20 @@ def judged_message(error: Exception, names: Sequence[str]) -> Outcome:
 
 
 def run_case(work: Callable[[Path], Outcome]) -> Outcome:
-    """``work`` in a fresh folder, under :func:`time_limit`; any exception it lets out is a failure."""
-    with tempfile.TemporaryDirectory(prefix="aerorl-fuzz-") as folder:
+    """``work`` in a fresh folder, under :func:`time_limit`; any exception it lets out is a failure, and so is a
+    warning (the command would print it, its source line too, beside or instead of its one line)."""
+    with tempfile.TemporaryDirectory(prefix="aerorl-fuzz-") as folder, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
             with time_limit(CASE_TIMEOUT_S):
-                return work(Path(folder))
+                outcome = work(Path(folder))
         except (Exception, CaseTimeout) as error:
             return crashed(error)
+    if caught:
+        first = caught[0]
+        return failure(f"{first.category.__name__} at {Path(first.filename).parent.name}/{Path(first.filename).name}:"
+                       f"{first.lineno}", f"{first.category.__name__}: {first.message}")
+    return outcome
 
 
 # --- config files ---------------------------------------------------------------------------------------

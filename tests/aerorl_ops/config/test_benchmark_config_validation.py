@@ -150,6 +150,8 @@ EMBEDDED = "embedded:tiny-qwen2-vl"
      "is not a usable regular expression (its groups nest too deeply)"),  # RecursionError
     ({"rewards": {"regex_pattern": "a{4294967296}"}}, "rewards.regex_pattern",
      "is not a valid regular expression (the repetition number is too large)"),  # OverflowError
+    ({"rewards": {"regex_pattern": "[[a]"}}, "rewards.regex_pattern", "is a regular expression Python will read "
+     "differently (Possible nested set at position 1); escape"),  # a FutureWarning printed beside the one line
 ])
 def test_settings_found_by_fuzzing_are_named(dataset_folder: Path, sections, setting, problem):
     with pytest.raises(ConfigError) as raised:

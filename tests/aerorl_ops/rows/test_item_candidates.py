@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import doctest
 import io
+import warnings
 
 from PIL import Image
 
 import aerorl_ops.rows.load_result as load_result
 from aerorl_ops.rows import ItemCandidate, RejectedRow, TaskItem, validate_item
+from aerorl_ops.rows.validation import image_problem
 
 TURN = {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Same shape?"}]}
 
@@ -55,3 +57,13 @@ def test_a_rejection_is_one_printable_line_and_never_holds_an_id_it_cannot_store
     assert RejectedRow("f", "f#1", "ünï", "no answers").sample_id == "ünï"
     result = doctest.testmod(load_result)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_damaged_tiff_is_rejected_without_pil_warning_about_it():
+    # found by fuzzing: PIL's "Truncated File Read" warning reached stderr beside the rejection
+    buffer = io.BytesIO()
+    Image.new("RGB", (12, 12), "gray").save(buffer, format="TIFF")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        problem = image_problem(buffer.getvalue()[:131])
+    assert (problem, caught) == ("corrupt image: 131 bytes in no format PIL recognises", [])
