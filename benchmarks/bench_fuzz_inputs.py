@@ -6,7 +6,7 @@ images and columns) and judged in-process by their property (``fuzz_outcomes``),
 accepted (rows: each record a row or a rejection with a one-line reason), rejected by one of the project's
 input errors (one message of at most 3 lines naming the input: what the command prints, exit 2), or a failure
 (any other exception, a longer message or one not naming the input, a lost record, a row reading an image
-outside its folder, a case running past 30 s).
+outside its folder, a Python warning, a case running past 30 s).
 
 It prints, per kind of case and in all: cases, accepted, rejected, failures, the longest message's lines and
 characters, the records read with the rows and rejections they became, and cases per second (process CPU

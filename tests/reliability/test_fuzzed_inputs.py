@@ -4,7 +4,7 @@ The strategies (``fuzz_configs``, ``fuzz_rows``) mutate the shipped config and M
 property (``fuzz_outcomes``) runs each case in-process through what ``aerorl bench`` calls, with model loading
 refused: every case is accepted (rows: each record a row or a rejection with a one-line reason, none lost) or
 refused by one of the project's input errors whose message names the input in at most 3 lines. Any other
-exception, a hang (30 s), a lost record or a row reading an image outside its folder fails. A few cases go
+exception, a warning, a hang (30 s), a lost record or a row reading an image outside its folder fails. A few cases go
 through the real ``aerorl bench`` process too: exit 2, at most 3 lines on stderr, no traceback, and the report
 database as it was. ``benchmarks/bench_fuzz_inputs.py`` runs 10,000 cases.
 """
