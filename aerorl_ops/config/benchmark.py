@@ -11,6 +11,7 @@ error names the file and the setting.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -128,8 +129,8 @@ def parse_model(path: str, key: str, table: object, root: Path) -> ModelEntry:
         if source[len(EMBEDDED_PREFIX):] not in EMBEDDED_MODELS:
             raise fail(path, f"{setting_name}.source", f"names no embedded model; known: {EMBEDDED_MODELS}")
     elif source.startswith((".", "/", "~")):
-        resolved = (root / source).expanduser() if source.startswith(".") else Path(source).expanduser()
-        if not resolved.is_dir():
+        resolved = root / source if source.startswith(".") else Path(os.path.expanduser(source))
+        if not os.path.isdir(resolved):  # False, not an error, for a name too long or holding NUL
             raise fail(path, f"{setting_name}.source", f"points at {str(resolved)!r}, which is not a directory")
         source = str(resolved)
     dtype = table.get("dtype", "float32")
@@ -149,10 +150,17 @@ def chat_template_setting(path: str, setting_name: str, value: object, root: Pat
         raise fail(path, setting_name, f"must be a template file or the template's Jinja text, got {value!r}")
     if not value or template_text(value):
         return value
-    file = (root / value).expanduser()
-    if not file.is_file():
+    file = root / os.path.expanduser(value)
+    if not os.path.isfile(file):  # False, not an error, for a name too long or holding NUL
         raise fail(path, setting_name, f"names {str(file)!r}, which is not a file (nor is it Jinja text)")
-    return file.read_text()
+    try:
+        return file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise fail(path, setting_name, f"names {str(file)!r}, which is not UTF-8 text ({error.reason} at byte "
+                   f"{error.start})") from None
+    except OSError as error:
+        raise fail(path, setting_name, f"names {str(file)!r}, which cannot be read ({error.strerror or error})") \
+            from None
 
 
 def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:
@@ -176,11 +184,12 @@ def _refuse_misplaced_keys(path: str, data: Mapping[str, object]) -> None:
 
 
 def _parsed(cls, path: str, section: str, table: object):
-    """``parse_section``, with the dataclass's own cross-setting checks reported against the file."""
+    """``parse_section``, with the dataclass's own cross-setting checks (a ValueError, or a ConfigError that
+    cannot know the file) reported against the file."""
     try:
         return parse_section(cls, path, section, table)
     except ValueError as error:
-        if isinstance(error, ConfigError):
+        if isinstance(error, ConfigError) and str(error).startswith(f"{path}: "):
             raise
         raise ConfigError(f"{path}: {error}") from error
 
@@ -197,15 +206,17 @@ def parse_benchmark_config(data: dict, path: str = "<memory>", root: Path | None
     datasets = parse_datasets(path, data.get("datasets"), root, SAFE_KEY)
     benchmark_datasets = benchmark_dataset_names(path, bench.pop("datasets", []), datasets)
     rewards = parse_rewards(path, data.get("rewards", {}))
-    check_judges(path, rewards.judge, {dataset.name: dataset.judge for dataset in datasets}, models_table)
+    models = tuple(parse_model(path, key, table, root) for key, table in models_table.items())  # safe keys first
+    check_judges(path, rewards.judge, {dataset.name: dataset.judge for dataset in datasets},
+                 [model.key for model in models])
     return parse_section(
         BenchmarkConfig, path, "benchmark", bench,
         datasets=datasets, benchmark_datasets=benchmark_datasets,
-        models=tuple(parse_model(path, key, table, root) for key, table in models_table.items()),
+        models=models,
         generation=parse_section(GenerationSettings, path, "generation", data.get("generation", {})),
         rewards=rewards,
         training=parse_section(TrainingSettings, path, "training", data.get("training", {})).check_rules(path),
-        eval=parse_section(EvalSettings, path, "eval", data.get("eval", {})),
+        eval=_parsed(EvalSettings, path, "eval", data.get("eval", {})),
         executor=_parsed(ExecutorSettings, path, "executor", data.get("executor", {})),
         storage=parse_section(StorageSettings, path, "storage", data.get("storage", {})),
         training_launch=_parsed(TrainingLaunchSettings, path, "training_launch", data.get("training_launch", {})),
@@ -218,11 +229,18 @@ def load_benchmark_config(path: Path) -> BenchmarkConfig:
     """Read and validate a benchmark TOML file; relative model paths resolve against its folder."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError as error:
         raise ConfigError(f"benchmark config {str(path)!r} does not exist") from error
+    except OSError as error:  # a directory, a file it may not read
+        raise ConfigError(f"benchmark config {str(path)!r} cannot be read ({error.strerror or error})") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"benchmark config {str(path)!r} is not UTF-8 text, as TOML must be ({error.reason} at "
+                          f"byte {error.start})") from error
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"benchmark config {str(path)!r} is not valid TOML: {error}") from error
+    except RecursionError:
+        raise ConfigError(f"benchmark config {str(path)!r} nests its arrays or tables too deeply to read") from None
     return parse_benchmark_config(data, str(path), root=path.resolve().parent)
 
 
@@ -235,8 +253,8 @@ def model_entry(name: str, config: BenchmarkConfig, role: str = "model") -> Mode
         return config.model(name)
     if CheckpointRef.parse(name) is not None:
         return ModelEntry(key=name, source=name)
-    path = Path(name).expanduser()
-    if path.is_dir():
+    path = Path(os.path.expanduser(name))
+    if os.path.isdir(path):
         resolved = str(path.resolve())
         return ModelEntry(key=resolved, source=resolved)
     raise ConfigError(f"{role} {name!r} is neither a model key of {config.path} ({', '.join(config.model_keys)}), "

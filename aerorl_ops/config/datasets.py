@@ -18,6 +18,7 @@ config load in the project runs.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -129,9 +130,8 @@ def _setting_value(where: str, setting_name: str, value: object, nested: bool = 
 
 
 def _path(where: str, setting_name: str, value: object, root: Path) -> str:
-    raw = text(where, setting_name, value)
-    resolved = (root / raw).expanduser() if not Path(raw).expanduser().is_absolute() else Path(raw).expanduser()
-    if not resolved.exists():
+    resolved = root / os.path.expanduser(text(where, setting_name, value))  # an absolute path stays itself
+    if not os.path.exists(resolved):  # False, not an error, for a name too long or holding NUL
         raise fail(where, setting_name, f"points at {str(resolved)!r}, which does not exist")
     return str(resolved)
 
@@ -145,7 +145,7 @@ def _setting_values(where: str, section: str, table: Mapping, root: Path) -> dic
         name = f"{section}.image_roots"
         values["image_roots"] = tuple(_path(where, name, folder, root) for folder in values["image_roots"])
         for folder in values["image_roots"]:
-            if not Path(folder).is_dir():
+            if not os.path.isdir(folder):
                 raise fail(where, name, f"names {folder!r}, which is not a folder")
     return values
 

@@ -8,6 +8,7 @@ temperature 1.0, pass@1 at temperature 0.6, and pass@1 near-greedy (or plain gre
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from aerorl_ops.config.fields import ConfigError, boolean, fail, integer, positive_int, setting, text, text_or_empty
@@ -15,6 +16,8 @@ from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSet
 
 _text_or_empty = text_or_empty("empty = the dataset's own split")
 FOLLOW_ALL, FOLLOW_FINAL, FOLLOW_EVERY = "all", "final", "every-"
+EVERY_K = re.compile(r"every-[0-9]{1,18}")
+"""``every-<k>``: k in ASCII digits, at most 18 of them (a 64-bit integer)."""
 
 
 def follow_policy(where: str, setting_name: str, value: object) -> str:
@@ -24,8 +27,7 @@ def follow_policy(where: str, setting_name: str, value: object) -> str:
     'every-5'
     """
     if isinstance(value, str) and (value in (FOLLOW_ALL, FOLLOW_FINAL) or (
-            value.startswith(FOLLOW_EVERY) and value.removeprefix(FOLLOW_EVERY).isdigit()
-            and int(value.removeprefix(FOLLOW_EVERY)) >= 1)):
+            EVERY_K.fullmatch(value) and int(value.removeprefix(FOLLOW_EVERY)) >= 1)):
         return value
     raise fail(where, setting_name, f"must be \"all\", \"final\" or \"every-<k>\" (k >= 1, e.g. \"every-5\"), "
                                     f"got {value!r}")

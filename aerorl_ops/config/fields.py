@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, field, fields
 from typing import Any, TypeVar, get_type_hints
+
+from aerorl_ops.error_line import printable_line, shortened
 
 Check = Callable[[str, str, object], Any]
 """``check(where, setting, value)``: the value as stored, or ``ConfigError`` naming both."""
@@ -25,7 +28,9 @@ class ConfigError(ValueError):
 
 
 def fail(where: str, setting: str, problem: str) -> ConfigError:
-    return ConfigError(f"{where}: setting {setting!r} {problem}")
+    """The error of ``setting`` in ``where``: one printable line of at most a few thousand characters, whatever
+    text of the file ``problem`` quotes."""
+    return ConfigError(f"{where}: setting {shortened(repr(setting))} {shortened(printable_line(problem))}")
 
 
 def setting(default: Any = MISSING, *, help: str, check: Check,
@@ -185,7 +190,14 @@ def regex_or_none(where: str, setting: str, value: object) -> str | None:
     if not isinstance(value, str):
         raise fail(where, setting, f"must be a regular expression string, got {value!r}")
     try:
-        re.compile(value)
-    except re.error as error:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)  # "possible nested set": its meaning is to change
+            re.compile(value)
+    except (re.error, OverflowError) as error:  # OverflowError: a repeat count past the engine's limit
         raise fail(where, setting, f"is not a valid regular expression ({error})") from error
+    except RecursionError:
+        raise fail(where, setting, "is not a usable regular expression (its groups nest too deeply)") from None
+    except FutureWarning as warning:
+        raise fail(where, setting, f"is a regular expression Python will read differently ({warning}); escape "
+                   "the character it names with a backslash") from None
     return value

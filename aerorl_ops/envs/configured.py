@@ -44,6 +44,7 @@ from aerorl_ops.envs.rejections import NoUsableRowsError
 from aerorl_ops.generation.prompts import benchmark_messages
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.source_fingerprint import SourceFingerprint
+from aerorl_ops.rows.table_files import TableFileError
 from aerorl_ops.rows.task_item import TaskItem
 
 LIST_PATH_KINDS = ("docvqa", "chartqa")
@@ -209,10 +210,11 @@ def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEF
 
 
 def dataset_rows(dataset: DatasetSettings, files: Sequence[str] = ()) -> LoadResult:
-    """The rows of a configured dataset: its environment's items as rows, its rejections kept."""
+    """The rows of a configured dataset: its environment's items as rows, its rejections kept. A file that is
+    missing, or no table with the kind's columns, is a ConfigError naming the dataset and the file."""
     try:
         env = source_env(dataset, files)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, TableFileError) as error:  # a file missing, or not a table with its columns
         raise ConfigError(f"dataset {dataset.name!r}: {error}") from error
     rows: list[TaskItem] = []
     rejected = list(env.rejected)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aerorl_ops.envs.items import ImageFileProblem, read_image_file
+from aerorl_ops.error_line import error_line
 
 
 def _real(path: Path) -> Path:
@@ -44,7 +45,10 @@ class ImageFolder:
     def path(self, name: str) -> Path:
         """The file ``name`` names, or :class:`ImageFileProblem` when it resolves outside every allowed folder."""
         path = self.folder / name
-        real = _real(path)
+        try:
+            real = _real(path)
+        except (OSError, ValueError) as error:  # a NUL byte, a lone surrogate: no file has such a name
+            raise ImageFileProblem(f"image path {name!r:.200} is no file name ({error_line(error)})") from None
         if not any(real.is_relative_to(_real(root)) for root in self.allowed):
             roots = "".join(f" or {root}" for root in self.roots)
             raise ImageFileProblem(

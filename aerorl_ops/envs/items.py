@@ -9,6 +9,7 @@ naming where the id was first seen.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,7 +24,7 @@ class ImageFileProblem(Exception):
 
 def read_image_file(path: Path) -> bytes:
     """The bytes of an image file a record names, or :class:`ImageFileProblem` saying why not."""
-    if not path.is_file():
+    if not os.path.isfile(path):  # False, not an error, for a name too long
         raise ImageFileProblem(f"image file not found: {path}")
     try:
         return path.read_bytes()

@@ -23,10 +23,11 @@ MAYE (GAIR-NLP/MAYE, README "Each sample follows the format") stores::
   (``models.video_input``).
 
 Blank lines are skipped. With ``limit``, that many of the non-blank lines are drawn with
-``seed``; every line drawn becomes an item or a rejection (not valid UTF-8 or JSON, not an
-object, no question, no answer, a missing or unreadable image, markers that do not match
-the images, an image path leaving the dataset's folders, a missing frame file or an
-undecodable video, a repeated id). Rejections are
+``seed``; every line drawn becomes an item or a rejection (not valid UTF-8 or JSON, nested too
+deeply or holding a number past Python's digit limit, not an object, no question, no answer, text
+with a lone surrogate (a ``\\ud800`` escape), a missing or unreadable image, markers that do not match
+the images, an image path leaving the dataset's folders or that no file can have, a missing frame file
+or an undecodable video, a repeated id). Rejections are
 located as ``<file>#line=<n>`` (1-based). The reward is exact match after normalisation,
 reading a boxed answer first. A file with no usable line is a ``NoUsableRowsError`` naming it
 and its top rejection reasons.
@@ -48,6 +49,7 @@ from aerorl_ops.envs.messages import MarkerMismatch, content_parts, strip_marker
 from aerorl_ops.envs.rejections import require_items
 from aerorl_ops.envs.video_messages import strip_video_marker, with_video
 from aerorl_ops.envs.video_rows import VIDEO_FIELD, row_video
+from aerorl_ops.error_line import error_line
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.rows.validation import DEFAULT_CHECKS, ItemCandidate, RowChecks, validate_item
@@ -79,6 +81,10 @@ def parse_line(raw: bytes) -> dict[str, Any]:
         record = json.loads(text)
     except json.JSONDecodeError as error:
         raise BadLine(f"not valid JSON: {error.msg} (column {error.colno})") from None
+    except ValueError as error:  # a number past int()'s digit limit
+        raise BadLine(f"not readable JSON: {error_line(error)}") from None
+    except RecursionError:
+        raise BadLine("not readable JSON: arrays or objects nested too deeply") from None
     if not isinstance(record, dict):
         raise BadLine(f"not a JSON object (found {type(record).__name__})")
     return record

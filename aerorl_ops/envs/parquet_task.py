@@ -19,9 +19,11 @@ name when absent); ``extra_info.index`` its id (the row number when absent).
 
 Required columns: ``prompt``, ``images``, ``reward_model``; a file lacking one is refused,
 naming the column. With ``limit``, that many rows are drawn with ``seed``; every row drawn
-becomes an item or a rejection (prompt not a message list, markers that do not match the
-images, a missing or unreadable image, an image path leaving the dataset's folders, no ground
-truth, a repeated id), located as ``<file>#row=<n>`` (0-based). A file with no usable row is a
+becomes an item or a rejection (prompt not a message list, images not a list, markers that do not
+match the images, a missing or unreadable image, an image path leaving the dataset's folders, no
+ground truth, text that is not valid UTF-8, a repeated id), located as ``<file>#row=<n>`` (0-based).
+A file Arrow cannot read (not Parquet or Arrow IPC, or damaged past its header) is a ``TableFileError``
+naming it. A file with no usable row is a
 ``NoUsableRowsError`` naming it and its top rejection reasons. The reward is exact match after
 normalisation.
 """
@@ -83,6 +85,8 @@ def _item(record: dict[str, Any], base: ItemCandidate, folder: ImageFolder,
     prompt, images = record["prompt"], record["images"] or []
     if not isinstance(prompt, list):
         return base.rejected(f"prompt is a {type(prompt).__name__}, expected a list of chat messages")
+    if not isinstance(images, list):
+        return base.rejected(f"images is a {type(images).__name__}, expected a list of images")
     try:
         messages = messages_with_images(prompt, len(images))
         encoded = [image_bytes(image, folder) for image in images]
@@ -94,14 +98,28 @@ def _item(record: dict[str, Any], base: ItemCandidate, folder: ImageFolder,
                                 messages=messages, question_type=None if kind is None else str(kind)))
 
 
-def _records(table_file: TableFile, columns: list[str], wanted: set[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(row, record)`` for the wanted rows only; other rows are never converted to Python."""
+def _records(table_file: TableFile, columns: list[str],
+             wanted: set[int]) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """``(row, record)`` for the wanted rows only (other rows are never converted to Python); a row whose
+    text is not valid UTF-8 comes as ``(row, the reason)``, the rows beside it as records."""
     start = 0
     for batch in table_file.batches(columns):
         rows = [row for row in range(start, start + batch.num_rows) if row in wanted]
         taken = batch.take(pa.array([row - start for row in rows], type=pa.int64()))
-        yield from zip(rows, taken.to_pylist(), strict=True)
+        try:
+            records = taken.to_pylist()
+        except UnicodeDecodeError:  # a Parquet writer may store any bytes in a string column
+            records = [_record(taken.slice(index, 1)) for index in range(taken.num_rows)]
+        yield from zip(rows, records, strict=True)
         start += batch.num_rows
+
+
+def _record(row: pa.RecordBatch) -> dict[str, Any] | str:
+    """The one row of ``row`` as a record, or the reason it is none."""
+    try:
+        return row.to_pylist()[0]
+    except UnicodeDecodeError as error:
+        return f"row holds text that is not valid UTF-8 ({error.reason} at byte {error.start})"
 
 
 def _row_count(table_file: TableFile) -> int:
@@ -129,14 +147,16 @@ def load_parquet(path: str | Path, split: str = "train", limit: int | None = Non
     outcomes: list[TaskItem | RejectedRow] = []
     locators: list[str] = []
     for row, record in _records(table_file, columns, wanted):
-        extra = record.get("extra_info") if isinstance(record.get("extra_info"), dict) else {}
+        readable = record if isinstance(record, dict) else {}  # else the reason its text cannot be read
+        extra = readable.get("extra_info") if isinstance(readable.get("extra_info"), dict) else {}
         index = row if extra.get("index") is None else extra["index"]
-        source = record.get("data_source")
+        source = readable.get("data_source")
         locator = f"{path}#row={row}"
         base = ItemCandidate(item_id=f"{dataset}-{index}", dataset=source if isinstance(source, str) and source
                              else dataset, split=split, source=str(path), locator=locator, question=None,
                              answers=None, images=[], messages=[])
-        outcomes.append(_item(record, base, folder, type_column))
+        outcomes.append(_item(record, base, folder, type_column) if isinstance(record, dict)
+                        else base.rejected(record))
         locators.append(locator)
     return collect(outcomes, locators)
 

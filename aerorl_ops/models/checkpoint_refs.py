@@ -11,6 +11,7 @@ to a run or step that does not exist is one line naming what there is.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,8 @@ TRAINER_FILES = (TRAINER_STATE, VALUE_HEAD, OPTIMIZER_SHARDS)
 """What a checkpoint holds beside the policy (the optimizer and step; PPO's value head; a sharded run's
 optimizer state, a folder)."""
 LATEST = "latest"
-_REFERENCE = re.compile(r"^(?P<run>[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99})@(?P<step>latest|\d+)$")
+_REFERENCE = re.compile(r"^(?P<run>[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99})@(?P<step>latest|[0-9]{1,18})$")
+"""``run_id@step``: a step in ASCII digits, at most 18 of them (a 64-bit integer)."""
 
 
 class CheckpointNotFound(ModelUnavailableError):
@@ -106,9 +108,9 @@ def check_checkpoint_path(source: str, checkpoints: Path) -> None:
 
     >>> check_checkpoint_path("Qwen/Qwen2-VL-2B-Instruct", Path("data/checkpoints"))
     """
-    path = Path(source).expanduser()
+    path = Path(os.path.expanduser(source))
     run_dir = path.parent
-    if path.is_dir() or not run_dir.is_dir() or run_dir.parent.resolve() != Path(checkpoints).resolve():
+    if os.path.isdir(path) or not os.path.isdir(run_dir) or run_dir.parent.resolve() != Path(checkpoints).resolve():
         return
     steps = saved_steps(run_dir)
     if not steps:

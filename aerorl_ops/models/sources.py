@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def check_local_model(entry: ModelEntry, models_dir: Path | None = None) -> None
     processor, no weights, so commands run it before anything loads; embedded models and hub ids are
     left to the load itself."""
     source = entry.source if models_dir is None else resolved_reference(entry.source, models_dir)
-    if entry.embedded_name is not None or not Path(source).expanduser().is_dir():
+    if entry.embedded_name is not None or not os.path.isdir(os.path.expanduser(source)):
         return
     key = "" if entry.key == source else entry.key  # a directory given by path is named once
     load_processor(ModelSource(location=source, trust_remote_code=entry.trust_remote_code, key=key,

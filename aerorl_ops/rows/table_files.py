@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from aerorl_ops.error_line import error_line
+
 
 class TableFileError(ValueError):
     """A data file cannot be read as the table a loader expects."""
@@ -76,6 +78,9 @@ class _ArrowStreamFormat:
 
 
 _FORMATS = (_ParquetFormat(), _ArrowFileFormat(), _ArrowStreamFormat())
+UNREADABLE = (pa.ArrowException, OSError, ValueError)
+"""What Arrow raises reading a damaged file: its own errors (``ArrowInvalid`` is a ValueError), an OSError
+(corrupt compressed data) or a UnicodeDecodeError (damaged metadata)."""
 
 
 def _rebatched(batch: pa.RecordBatch, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -95,12 +100,17 @@ class TableFile:
         self._format = next(fmt for fmt in _FORMATS if fmt.matches(header))
         try:
             self.schema = self._format.schema(self.path)
-        except (pa.ArrowInvalid, OSError) as error:
-            raise TableFileError(
-                f"{self.path}: not a readable Parquet or Arrow IPC file ({error}); "
-                "pass the .parquet shards or the .arrow files of a datasets cache"
-            ) from error
+        except UNREADABLE as error:
+            raise self._unreadable(error) from error
 
     def batches(self, columns: Sequence[str], batch_size: int = 64) -> Iterator[pa.RecordBatch]:
-        """Record batches of at most ``batch_size`` rows holding only ``columns``, in file order."""
-        yield from self._format.batches(self.path, list(columns), batch_size)
+        """Record batches of at most ``batch_size`` rows holding only ``columns``, in file order; a file whose
+        data is damaged past its header is a :class:`TableFileError` when the damage is read."""
+        try:
+            yield from self._format.batches(self.path, list(columns), batch_size)
+        except UNREADABLE as error:
+            raise self._unreadable(error) from error
+
+    def _unreadable(self, error: Exception) -> TableFileError:
+        return TableFileError(f"{self.path}: not a readable Parquet or Arrow IPC file ({error_line(error)}); "
+                              "pass the .parquet shards or the .arrow files of a datasets cache")

@@ -5,9 +5,12 @@ environment's), so a record is judged the same wherever it is read. A record is 
 silently dropped, when:
 
 * it has no sample id;
-* its question is missing, blank, not valid UTF-8 or longer than ``MAX_QUESTION_CHARS``;
+* its sample id, dataset name or question type is text UTF-8 cannot store (a lone surrogate, which a
+  JSON ``\\ud800`` escape makes);
+* its question is missing, blank, not valid UTF-8 (or not storable as it) or longer than
+  ``MAX_QUESTION_CHARS``;
 * it has no answer aliases (unless ``RowChecks.allow_unanswered``), or an alias is not
-  valid UTF-8 or longer than ``MAX_ALIAS_CHARS``;
+  valid UTF-8 (or not storable as it) or longer than ``MAX_ALIAS_CHARS``;
 * its (first) image's bytes are missing, fail ``PIL.Image.verify()``, fail a full decode
   (truncated files often pass ``verify()``; a fresh ``load()`` catches them), or hold
   more than ``max_image_pixels`` pixels; then each further image of a multi-image record
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
-from aerorl_ops.rows.load_result import RejectedRow
+from aerorl_ops.rows.load_result import RejectedRow, unicode_problem
 from aerorl_ops.rows.task_item import Message, TaskItem
 
 MAX_QUESTION_CHARS = 4_096
@@ -103,6 +106,10 @@ def validate_item(candidate: ItemCandidate, checks: RowChecks = DEFAULT_CHECKS) 
     try:
         if not candidate.item_id:
             raise _Reject("missing sample id")
+        _check_unicode(candidate.item_id, "sample id")
+        _check_unicode(candidate.dataset, "dataset name")
+        if candidate.question_type is not None:
+            _check_unicode(candidate.question_type, "question type")
         question = _checked_question(candidate.question, checks)
         answers = _checked_answers(candidate.answers, checks)
         if candidate.images or not (candidate.video or checks.allow_no_image):
@@ -140,8 +147,15 @@ def _decoded(value: str | bytes, what: str) -> str:
         except UnicodeDecodeError as error:
             raise _Reject(f"{what} is not valid UTF-8 ({error.reason} at byte {error.start})") from None
     if isinstance(value, str):
+        _check_unicode(value, what)
         return value
     raise _Reject(f"{what} is a {type(value).__name__}, expected text")
+
+
+def _check_unicode(text: str, what: str) -> None:
+    problem = unicode_problem(text)
+    if problem:
+        raise _Reject(f"{what} is not valid Unicode ({problem})")
 
 
 def _checked_question(value: TextValue, checks: RowChecks) -> str:
@@ -182,10 +196,11 @@ def _checked_image(image_bytes: bytes | None, checks: RowChecks) -> bytes:
 def image_problem(image_bytes: bytes, max_pixels: int = MAX_IMAGE_PIXELS) -> str | None:
     """Why these encoded bytes are not a usable image, or ``None`` when they are.
 
-    Size is read from the header first, so an oversized image is never decoded.
+    Size is read from the header first, so an oversized image is never decoded. PIL's warnings about the bytes
+    (a large image, a TIFF's "Truncated File Read") are not shown: the verdict is what this function says.
     """
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        warnings.simplefilter("ignore")
         try:
             with Image.open(io.BytesIO(image_bytes)) as image:
                 width, height = image.size

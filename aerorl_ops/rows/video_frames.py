@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -131,7 +132,7 @@ def decode_video(path: str | Path, sampling: VideoSampling) -> SampledVideo:
     the file is missing or cannot be decoded."""
     av = import_av()
     path = Path(path)
-    if not path.is_file():
+    if not os.path.isfile(path):  # False, not an error, for a name too long
         raise VideoProblem(f"video file not found: {path}")
     try:
         count, rate = _frame_count(av, path)

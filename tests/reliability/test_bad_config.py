@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from model_loads import refuse_model_loads
 
 from aerorl_ops.aerorl import AeroRLConfig
 from aerorl_ops.config.benchmark import ConfigError, load_benchmark_config, parse_benchmark_config
@@ -38,28 +39,7 @@ weights = { verifier = 0.4, grounding = 0.3, format = 0.2, cost = 0.1 }
 @pytest.fixture(autouse=True)
 def model_loads(monkeypatch) -> list[str]:
     """Every way this project loads or builds a model, replaced by a recorder that refuses."""
-    import transformers
-
-    import aerorl_ops.models.loading as loading
-    import aerorl_ops.models.sources as sources
-    import aerorl_ops.rl.run.embedded_builds as embedded
-    import aerorl_ops.rl.runtime.policy as runtimes
-    import assets.resources as resources
-
-    calls: list[str] = []
-
-    def refuse(what: str):
-        def recorder(*args, **kwargs):
-            calls.append(what)
-            raise AssertionError(f"{what} was called: a model load happened before config validation failed")
-        return recorder
-
-    for module in (loading, resources, runtimes):
-        monkeypatch.setattr(module, "load_vlm", refuse(f"{module.__name__}.load_vlm"))
-    monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", refuse("from_pretrained"))
-    for registry in (sources.BASE_BUILDERS, embedded.EMBEDDED_BUILDERS):  # every embedded model, built or not
-        for name in registry:
-            monkeypatch.setitem(registry, name, refuse(f"the build of {name}"))
+    calls = refuse_model_loads(monkeypatch)
     yield calls
     assert calls == [], f"a model load happened: {calls}"
 

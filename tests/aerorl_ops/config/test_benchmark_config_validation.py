@@ -99,3 +99,96 @@ def test_missing_and_malformed_files_are_named(tmp_path: Path):
     broken.write_text("[benchmark\n")
     with pytest.raises(ConfigError, match=r"broken\.toml.*not valid TOML"):
         load_benchmark_config(broken)
+
+
+# --- minimal inputs found by fuzzing (tests/reliability/test_fuzzed_inputs.py); each raised another error ----
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"\xff\xfe\x00garbage", "is not UTF-8 text, as TOML must be (invalid start byte at byte 0)"),  # UnicodeDecodeError
+    (b"a = " + b"[" * 100_000 + b"]" * 100_000, "nests its arrays or tables too deeply to read"),  # RecursionError
+])
+def test_a_file_that_is_no_toml_text_is_named(tmp_path: Path, content, problem):
+    path = tmp_path / "bench.toml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as raised:
+        load_benchmark_config(path)
+    assert str(raised.value) == f"benchmark config {str(path)!r} {problem}"
+
+
+def test_a_folder_in_place_of_the_file_is_named(tmp_path: Path):  # IsADirectoryError
+    with pytest.raises(ConfigError) as raised:
+        load_benchmark_config(tmp_path)
+    assert str(raised.value) == f"benchmark config {str(tmp_path)!r} cannot be read (Is a directory)"
+
+
+@pytest.fixture
+def dataset_folder(tmp_path: Path) -> Path:
+    (tmp_path / "rows.jsonl").write_text("")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    return tmp_path
+
+
+EMBEDDED = "embedded:tiny-qwen2-vl"
+
+
+@pytest.mark.parametrize(("sections", "setting", "problem"), [
+    ({"models": {"m": {"source": "/" + "a" * 300}}}, "models.m.source", "which is not a directory"),  # OSError
+    ({"models": {"m": {"source": EMBEDDED, "chat_template": "a" * 256}}}, "models.m.chat_template",
+     "which is not a file (nor is it Jinja text)"),  # OSError: file name too long
+    ({"models": {"m": {"source": EMBEDDED, "chat_template": "image.png"}}}, "models.m.chat_template",
+     "which is not UTF-8 text (invalid start byte at byte 0)"),  # UnicodeDecodeError
+    ({"datasets": {"d": {"kind": "jsonl", "path": "a" * 256}}}, "datasets.d.path", "which does not exist"),  # OSError
+    ({"datasets": {"d": {"kind": "jsonl", "path": "~no-such-user-here/rows.jsonl"}}}, "datasets.d.path",
+     "which does not exist"),  # RuntimeError: could not determine home directory
+    ({"datasets": {"d": {"kind": "jsonl", "path": "rows.jsonl", "image_roots": ["a/" * 2100]}}},
+     "datasets.d.image_roots", "which does not exist"),  # OSError
+    ({"eval": {"follow_checkpoints": "every-" + "9" * 5000}}, "eval.follow_checkpoints",
+     'must be "all", "final" or "every-<k>"'),  # ValueError: past int()'s digit limit
+    ({"eval": {"follow_checkpoints": "every-\u00b2"}}, "eval.follow_checkpoints",
+     'must be "all", "final" or "every-<k>"'),  # ValueError: a superscript two is a digit to isdigit(), not to int()
+    ({"rewards": {"regex_pattern": "(" * 5000 + ")" * 5000}}, "rewards.regex_pattern",
+     "is not a usable regular expression (its groups nest too deeply)"),  # RecursionError
+    ({"rewards": {"regex_pattern": "a{4294967296}"}}, "rewards.regex_pattern",
+     "is not a valid regular expression (the repetition number is too large)"),  # OverflowError
+    ({"rewards": {"regex_pattern": "[[a]"}}, "rewards.regex_pattern", "is a regular expression Python will read "
+     "differently (Possible nested set at position 1); escape"),  # a FutureWarning printed beside the one line
+])
+def test_settings_found_by_fuzzing_are_named(dataset_folder: Path, sections, setting, problem):
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(config_data(**sections), path="bench.toml", root=dataset_folder)
+    message = str(raised.value)
+    assert message.startswith(f"bench.toml: setting '{setting}' ") and problem in message
+    assert len(message.splitlines()) == 1
+
+
+def test_a_judge_is_checked_against_model_keys_already_checked():
+    # found by fuzzing: the judge's error listed the [models] keys before they were checked, "\r" and all
+    data = config_data(models={"ok": {"source": EMBEDDED}, "x\r\ny": {"source": EMBEDDED}},
+                       rewards={"judge": {"model": "other"}})
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(data, path="bench.toml")
+    assert str(raised.value) == ("bench.toml: setting 'models.x\\r\\ny' is not a safe partition key (lower-case "
+                                 "letters, digits, '-', '_'; at most 64)")
+
+
+def test_a_setting_error_quoting_the_file_is_one_printable_line():
+    data = config_data(datasets={"mix": {"kind": "mixture", "parts": ["a\nb", "a\nb"], "weights": [1, 1]}})
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(data, path="bench.toml")
+    assert str(raised.value) == ("bench.toml: setting 'datasets.mix.parts' names a\\nb more than once; name each "
+                                 "part once")
+
+
+def test_an_eval_table_whose_k_exceeds_its_samples_names_the_file():  # found by fuzzing: it named "[eval]" alone
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(config_data(eval={"samples": 1}), path="bench.toml")
+    assert str(raised.value) == ("bench.toml: [eval]: k=8 exceeds samples=1; pass@k needs at least k responses per "
+                                 "question")
+
+
+def test_an_error_quoting_a_huge_value_leaves_its_middle_out():  # found by fuzzing: a 391,084-character line
+    with pytest.raises(ConfigError) as raised:
+        parse_benchmark_config(config_data(generation={"top_k": "x" * 50_000}), path="bench.toml")
+    message = str(raised.value)
+    assert message.startswith("bench.toml: setting 'generation.top_k' must be an integer >= 0, got 'xxx")
+    assert "characters left out]" in message and len(message) < 2_100 and message.endswith("xxx'")

@@ -7,9 +7,13 @@ import io
 import json
 from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 from PIL import Image
 
 from aerorl_ops.config.datasets import MAX_IMAGES_DEFAULT, DatasetSettings
+from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.configured import benchmark_row, dataset_env, dataset_fingerprint, dataset_rows
 from aerorl_ops.generation.prompts import benchmark_messages
 from aerorl_ops.rows.load_result import RejectedRow
@@ -109,3 +113,19 @@ def test_configured_synthetic_docvqa_rows_keep_the_json_instruction():
     assert [r.dataset for r in rows] == ["docs", "docs"]
     assert all(prompt_text(r).endswith('Answer with strict JSON of the form {"answer": "<answer>"} and nothing else.')
                for r in rows)
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"PAR1 not really", "not a readable Parquet or Arrow IPC file"),
+    (None, "missing required column 'prompt'"),
+])
+def test_a_rows_file_that_is_no_table_is_a_config_error_naming_the_dataset(tmp_path, content, problem):
+    # found by fuzzing: the rows asset let TableFileError out, so `aerorl bench` printed it as a fault (exit 1)
+    path = tmp_path / "rows.parquet"
+    if content is None:
+        pq.write_table(pa.table({"images": [["a.png"]]}), path)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as raised:
+        dataset_rows(DatasetSettings("shapes", kind="parquet", split="test", limit=None, path=str(path)))
+    assert str(raised.value).startswith(f"dataset 'shapes': {path}: ") and problem in str(raised.value)

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from aerorl_ops.envs.jsonl_task import load_jsonl
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.types import Completion
+from aerorl_ops.storage.duckdb_store import rejected_rows_table
 
 
 def maye_lines(files) -> list:
@@ -110,3 +112,68 @@ def test_missing_dataset_file_names_the_path(tmp_path):
 
     with pytest.raises(FileNotFoundError, match=f"jsonl: dataset file {missing} does not exist"):
         make_env("jsonl", path=str(missing))
+
+
+# --- minimal lines found by fuzzing (tests/reliability/test_fuzzed_inputs.py): each raised, or made a row or a
+# rejection that could not be stored, before it was rejected with its reason --------------------------------
+
+GOOD = {"id": "q1", "question": "<image>What colour?", "answer": "red", "image": "a.png"}
+LONE_SURROGATE = "is not valid Unicode (a lone surrogate"
+
+
+@pytest.mark.parametrize(("line", "sample_id", "reason"), [
+    (b"[" * 100_000 + b"]" * 100_000, "line-2", "not readable JSON: arrays or objects nested too deeply"),
+    (b'{"id": ' + b"7" * 5000 + b"}", "line-2",
+     "not readable JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits; "
+     "use sys.set_int_max_str_digits() to increase the limit"),
+    ({**GOOD, "id": "q2", "image": "a\u0000b.png"}, "q2",
+     "image path 'a\\x00b.png' is no file name (embedded null byte)"),
+    ({**GOOD, "id": "\ud800"}, None, f"sample id {LONE_SURROGATE} at char 0)"),
+    ({**GOOD, "id": "q2", "question": "<image>q\ud800?"}, "q2", f"question {LONE_SURROGATE} at char 1)"),
+    ({**GOOD, "id": "q2", "answer": "\udc00"}, "q2", f"answer alias 0 {LONE_SURROGATE} at char 0)"),
+    ({**GOOD, "id": "q2", "kind": "\ud800"}, "q2", f"question type {LONE_SURROGATE} at char 0)"),
+])
+def test_lines_found_by_fuzzing_are_rejections_that_can_be_stored(tiny_files, line, sample_id, reason):
+    tiny_files.image("a.png")
+    path = tiny_files.jsonl("fuzzed.jsonl", [GOOD, line])
+
+    result = load_jsonl(path, type_field="kind")
+
+    assert [item.item_id for item in result.items] == ["q1"]
+    assert [(row.locator, row.sample_id, row.reason) for row in result.rejected] == [(f"{path}#line=2", sample_id,
+                                                                                      reason)]
+    rejected_rows_table("run", "stage", "fuzzed", result.rejected)  # storable: no lone surrogate left
+
+
+@pytest.mark.parametrize(("image", "reason_head"), [
+    ("\ud800.png", "image path '\\ud800.png' is no file name ('utf-8' codec can't encode character '\\ud800'"),
+    ("x" * 300, "image file not found: "),  # OSError: file name too long
+])
+def test_image_paths_found_by_fuzzing_are_rejections(tiny_files, image, reason_head):
+    tiny_files.image("a.png")
+    path = tiny_files.jsonl("fuzzed.jsonl", [GOOD, {**GOOD, "id": "q2", "image": image}])
+
+    (rejected,) = load_jsonl(path).rejected
+
+    assert rejected.reason.startswith(reason_head) and rejected.sample_id == "q2"
+
+
+def test_a_path_with_a_line_break_is_a_one_line_reason(tiny_files):  # found by fuzzing: the reason had two lines
+    tiny_files.image("a.png")
+    path = tiny_files.jsonl("fuzzed.jsonl", [GOOD, {**GOOD, "id": "q2", "image": "a\r\nb.png"}])
+
+    (rejected,) = load_jsonl(path).rejected
+
+    assert rejected.reason == f"image file not found: {tiny_files.folder}/a\\r\\nb.png"
+
+
+@pytest.mark.parametrize("field", ["video", "frames"])
+def test_a_video_path_too_long_for_a_file_is_a_rejection(tiny_files, field):  # found by fuzzing: OSError
+    tiny_files.image("a.png")
+    video = "x" * 300 if field == "video" else ["x" * 300]
+    path = tiny_files.jsonl("fuzzed.jsonl", [GOOD, {**GOOD, "id": "q2", "video": video}])
+
+    (rejected,) = load_jsonl(path).rejected
+
+    expected = "video file not found: " if field == "video" else "video frame 0: image file not found: "
+    assert rejected.reason == f"{expected}{tiny_files.folder / ('x' * 300)}"

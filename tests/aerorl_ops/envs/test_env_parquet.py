@@ -4,9 +4,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from aerorl_ops.envs.parquet_task import load_parquet
 from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.types import Completion
-from aerorl_ops.rows import MissingColumnError
+from aerorl_ops.rows import MissingColumnError, TableFileError
 
 
 def verl_rows(files) -> list[dict]:
@@ -126,3 +127,52 @@ def test_messages_render_through_the_qwen2_vl_chat_template(tiny_files):
                     "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
                     "Find x. Answer in \\boxed{}.<|im_end|>\n"
                     "<|im_start|>assistant\n")
+
+
+# --- minimal files found by fuzzing (tests/reliability/test_fuzzed_inputs.py) --------------------------------
+
+PROMPT = [{"role": "user", "content": "<image>What colour?"}]
+TRUTH = {"ground_truth": "red"}
+
+
+@pytest.mark.parametrize(("images", "reason"), [
+    (pa.array([3], pa.int64()), "images is a int, expected a list of images"),  # TypeError: no len()
+    (pa.array(["a.png"]), "images is a str, expected a list of images"),  # read as 5 images, one per character
+])
+def test_an_images_cell_that_is_not_a_list_is_a_rejection(tiny_files, images, reason):
+    path = tiny_files.folder / "fuzzed.parquet"
+    pq.write_table(pa.table({"prompt": [PROMPT], "images": images, "reward_model": [TRUTH]}), path)
+
+    result = load_parquet(path)
+
+    assert [(row.locator, row.reason) for row in result.rejected] == [(f"{path}#row=0", reason)]
+
+
+def test_a_row_with_invalid_utf8_text_is_a_rejection_and_the_others_are_read(tiny_files):
+    # found by fuzzing: to_pylist's UnicodeDecodeError failed the whole file; Parquet stores any bytes a writer gives
+    good, bad = b"hiyouga/geometry3k", b"geo\xc3metry"
+    offsets = pa.py_buffer(pa.array([0, len(good), len(good) + len(bad)], pa.int32()).buffers()[1])
+    source = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(good + bad)])
+    image = [{"bytes": tiny_files.png(), "path": None}]
+    path = tiny_files.folder / "fuzzed.parquet"
+    pq.write_table(pa.table({"prompt": [PROMPT] * 2, "images": [image] * 2, "reward_model": [TRUTH] * 2,
+                             "data_source": source}), path)
+
+    result = load_parquet(path)
+
+    assert [item.item_id for item in result.items] == ["fuzzed-0"]
+    assert [(row.locator, row.sample_id, row.reason) for row in result.rejected] == [
+        (f"{path}#row=1", "fuzzed-1", "row holds text that is not valid UTF-8 (invalid continuation byte at byte 3)")]
+
+
+def test_a_file_damaged_past_its_header_is_a_table_file_error_naming_it(tiny_files):
+    # found by fuzzing: the damage raised Arrow's own error (OSError, ArrowInvalid) as the rows were read
+    table = pa.table({"prompt": [PROMPT] * 3, "images": [[{"bytes": tiny_files.png(), "path": None}]] * 3,
+                      "reward_model": [TRUTH] * 3})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    path = tiny_files.text("fuzzed.arrow", sink.getvalue().to_pybytes()[:-40])  # the one batch cut short
+
+    with pytest.raises(TableFileError, match=rf"^{path}: not a readable Parquet or Arrow IPC file \(.+\); pass "):
+        load_parquet(path)

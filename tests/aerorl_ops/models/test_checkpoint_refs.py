@@ -42,6 +42,9 @@ def runs(tmp_path):
 @pytest.mark.parametrize(("text", "expected"), [
     ("run-a@4", CheckpointRef("run-a", 4)), ("rl.x_1@latest", CheckpointRef("rl.x_1", None)),
     ("tiny-qwen2-vl", None), ("run@", None), ("@4", None), ("run@-1", None), ("a/b@4", None), ("run@4@5", None),
+    ("run@" + "9" * 18, CheckpointRef("run", 10**18 - 1)),
+    # found by fuzzing: a step past int()'s digit limit raised ValueError; a full-width digit was read as step 1
+    ("run@" + "9" * 5000, None), ("run@\uff11", None), ("run@" + "9" * 19, None),
 ])
 def test_references_parse_and_print_back(text, expected):
     assert CheckpointRef.parse(text) == expected

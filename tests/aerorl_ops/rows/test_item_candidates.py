@@ -3,11 +3,15 @@ every field it brought, or a rejection naming what is wrong, a later image by it
 
 from __future__ import annotations
 
+import doctest
 import io
+import warnings
 
 from PIL import Image
 
+import aerorl_ops.rows.load_result as load_result
 from aerorl_ops.rows import ItemCandidate, RejectedRow, TaskItem, validate_item
+from aerorl_ops.rows.validation import image_problem
 
 TURN = {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Same shape?"}]}
 
@@ -43,3 +47,23 @@ def test_the_first_image_and_the_id_are_checked_as_a_rows_record_is():
     nameless = validate_item(ItemCandidate(None, "pairs", "test", "pairs.jsonl", "pairs.jsonl#line=4", "Q?", ["a"],
                                            [png("red")]))
     assert (nameless.sample_id, nameless.reason) == (None, "missing sample id")
+
+
+def test_a_rejection_is_one_printable_line_and_never_holds_an_id_it_cannot_store():
+    # found by fuzzing: an image path holding "\r" made a two-line reason; a JSON "\ud800" id made a rejected_rows
+    # row that Arrow could not write
+    row = RejectedRow("f.jsonl", "f.jsonl#line=2", "q\ud800", "image file not found: /data/a\r\nb\u2028.png\x00")
+    assert (row.sample_id, row.reason) == (None, "image file not found: /data/a\\r\\nb\\u2028.png\\x00")
+    assert RejectedRow("f", "f#1", "ünï", "no answers").sample_id == "ünï"
+    result = doctest.testmod(load_result)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_damaged_tiff_is_rejected_without_pil_warning_about_it():
+    # found by fuzzing: PIL's "Truncated File Read" warning reached stderr beside the rejection
+    buffer = io.BytesIO()
+    Image.new("RGB", (12, 12), "gray").save(buffer, format="TIFF")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        problem = image_problem(buffer.getvalue()[:131])
+    assert (problem, caught) == ("corrupt image: 131 bytes in no format PIL recognises", [])
