@@ -81,6 +81,16 @@ class TokenScoring:
         bf16 = recipe.mixed_precision == "bf16" or (recipe.mixed_precision == "auto" and device.type == "cuda")
         return cls(recipe.packed_sequences, torch.bfloat16 if bf16 else None, recipe.logprob_kernel, VARLEN_ATTENTION)
 
+    def prepare(self, model) -> None:
+        """Switch ``model``'s text attention to the packed rows' before it decodes or scores anything (idempotent):
+        on a padded batch or a decoding step it is sdpa, so nothing changes there, and a decode step compiled
+        before the first scored batch (``generation.static_decode``) is not compiled again when the check runs."""
+        inner = scoring_model(model)
+        checked = getattr(inner, PACKING_CHECK, None) is not None  # the check's verdict stands (it may switch back)
+        if not checked and self.packing != "off" and self.attention is not None and text_attention(inner) not in (
+                None, self.attention):
+            set_text_attention(inner, self.attention)
+
     def __call__(self, model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
         """Log-prob, entropy and predicting hidden state of every counted completion token of ``batch``:
         [N], [N], [N, H] (as ``sequences.fused_completion_tokens``)."""

@@ -205,6 +205,7 @@ class RLTrainer:
             raise RuntimeError("this RLTrainer has no policy runtime; build one with "
                                "rl.runtime.policy.policy_and_reference(...)")
         self.sharding.prepare(self.policy, self.scoring)
+        self.scoring.prepare(self.policy.loaded.model)
         return self.policy
 
     def _seed_step(self) -> None:
