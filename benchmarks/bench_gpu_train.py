@@ -23,7 +23,7 @@ GPU utilisation; AeroRL's published figures for Qwen2-VL-2B at batch 16 on DocVQ
 mean latency, 86.8% mean GPU utilisation.
 
     python benchmarks/bench_gpu_train.py --device cuda --out $OUT                 # one H200: under 8 minutes
-    python benchmarks/bench_gpu_train.py --smoke --work /tmp/gpu-train-smoke       # CPU, 2 layers: the same path
+    python benchmarks/bench_gpu_train.py --smoke --work /tmp/gpu-train-smoke       # CPU, tiny families: the same path
 """
 
 from __future__ import annotations
@@ -220,17 +220,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--layers", type=int, default=None, help="build every model at this depth (a quick test)")
     parser.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS)
     parser.add_argument("--timeout-s", type=float, default=420.0, help="each command's limit")
-    parser.add_argument("--smoke", action="store_true", help="CPU, 2 layers, fp32, tiny sizes: the same path")
+    parser.add_argument("--smoke", action="store_true", help="CPU, each shape's tiny family, fp32: the same path")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.device, args.dtype, args.layers, args.decode = "cpu", "float32", 2, "static"
+        args.device, args.dtype, args.decode = "cpu", "float32", "static"
         args.steps, args.prompts, args.new_tokens, args.eval_size, args.page_rows = 2, 2, 8, 1, 4
-        args.kl_coef = 0.0  # bitsandbytes' int8 matmul on a CPU takes minutes at the real vocabulary
         args.question_words, args.page, args.batch_sizes, args.parts = 8, "448x448", [1, 2], ["train3b", "partitions"]
     args.work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "DAGSTER_HOME": str(args.work / "dagster_home"), "PYTHONPATH": str(REPO),
            "PYTHONUNBUFFERED": "1"}
-    from aerorl_ops.models.real_shapes import build_real_shape
+    from aerorl_ops.models.real_shapes import REAL_SHAPES, build_real_shape
+    from aerorl_ops.models.tiny_family_build import build_tiny_family
 
     results = []
     for name in args.parts:
@@ -238,8 +238,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         started = time.perf_counter()
         import torch
 
-        model_dir = build_real_shape(part.shape, args.work / part.shape, args.device, getattr(torch, args.dtype),
-                                     args.layers)
+        if args.smoke:  # the shape's tiny family: the same code path at a size this CPU trains in seconds
+            model_dir = build_tiny_family(REAL_SHAPES[part.shape].family, args.work / part.shape)
+        else:
+            model_dir = build_real_shape(part.shape, args.work / part.shape, args.device, getattr(torch, args.dtype),
+                                         args.layers)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()  # the built weights' memory back before the command loads them
         built_s = time.perf_counter() - started

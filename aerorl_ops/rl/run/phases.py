@@ -57,7 +57,7 @@ from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_s
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.checkpoint_refs import step_folder
-from aerorl_ops.models.entry import GenerationBackend
+from aerorl_ops.models.entry import DECODE_AUTO, GenerationBackend
 from aerorl_ops.rl.record.reporters import NULL_REPORTER, CallbackReporter, RunReporter, warn_torn
 from aerorl_ops.rl.record.result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtime.checkpoint_files import ResumePoint, load_checkpoint_state, newest_complete_checkpoint
@@ -93,14 +93,16 @@ class TrainingRun:
     rank; ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
     ``reporter``: told of the run on the main rank only (``rl.record.reporters``); ``chat_template``: the base
     model's configured one (``[models.<key>] chat_template``; empty: each checkpoint's own), which the
-    run's checkpoints save with their processor. ``settings``: the run's ``Recipe`` (``TrainingSettings.resolve``)."""
+    run's checkpoints save with their processor; ``decode``: its ``[models.<key>] decode`` path
+    (``generation.decode``), for rollouts and evaluations. ``settings``: the run's ``Recipe``
+    (``TrainingSettings.resolve``)."""
 
     def __init__(self, base_model: str, run_dir: Path, settings: Recipe, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
                  validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
                  reporter: RunReporter = NULL_REPORTER, dtype: torch.dtype = torch.float32,
-                 chat_template: str = "") -> None:
+                 chat_template: str = "", decode: str = DECODE_AUTO) -> None:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
@@ -110,7 +112,7 @@ class TrainingRun:
         self.train_env, self.eval_env, self.eval_indices = train_env, eval_env, eval_indices
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
         self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
-        self.chat_template = chat_template
+        self.chat_template, self.decode = chat_template, decode
         self.reporter = reporter if dp.is_main else NULL_REPORTER
         self.sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
         self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
@@ -127,7 +129,8 @@ class TrainingRun:
         self.reporter.on_resume(start)
         self.policy, self.reference = policy_and_reference(str(start.checkpoint) if start.checkpoint
                                                            else self.base_model, self.settings, device=self.device,
-                                                           dtype=self.dtype, chat_template=self.chat_template)
+                                                           dtype=self.dtype, chat_template=self.chat_template,
+                                                           decode=self.decode)
         self.trainer = RLTrainer(self.settings, self.policy, dp=self.dp, rollout_engine=self.rollout_engine)
         if start.state is not None:
             self.trainer.restore(start.state)
@@ -227,7 +230,7 @@ class TrainingRun:
         least one step), evaluated as phase ``control``."""
         settings, start = self.settings, self.result.reference_source
         policy, _ = policy_and_reference(start, settings, device=self.device, dtype=self.dtype,
-                                         chat_template=self.chat_template)
+                                         chat_template=self.chat_template, decode=self.decode)
         dp = self.dp if self.trainer.sharding.collective else SINGLE  # sharded: on every rank, as the run
         trainer = RLTrainer(settings, policy, dp=dp)
         if Path(start).is_dir() and (Path(start) / "trainer_state.pt").exists():

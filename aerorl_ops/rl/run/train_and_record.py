@@ -247,7 +247,7 @@ def _train_and_record(bench: BenchmarkConfig, settings: Recipe, options: RunOpti
                            list(range(len(held_out))), device=place.device, resume=options.resume,
                            validation_env=validation, dp=dp, rollout_engine=rollout_engine, evaluation=bench.eval,
                            reporter=to, dtype=base_model_dtype(settings.base_model, bench),
-                           chat_template=base.chat_template).run()
+                           chat_template=base.chat_template, decode=base.backend.decode).run()
 
     if not dp.is_main:
         train()

@@ -27,6 +27,7 @@ import torch
 from torch.distributed.fsdp import FSDPModule
 
 from aerorl_ops.config.training import TrainingSettings
+from aerorl_ops.models.entry import DECODE_AUTO, GenerationBackend
 from aerorl_ops.models.family_parts import FamilyParts
 from aerorl_ops.models.loading import LoadedVLM, ModelSource, load_vlm, resolve_device
 from aerorl_ops.rl.runtime.lora import load_lora
@@ -209,15 +210,16 @@ def trainable(model: torch.nn.Module, folder: str | None, settings: TrainingSett
 
 def policy_and_reference(model_name_or_path: str, settings: TrainingSettings, device: str = "auto",
                          local_files_only: bool = True, trust_remote_code: bool = False,
-                         dtype: torch.dtype = torch.float32, chat_template: str = "",
+                         dtype: torch.dtype = torch.float32, chat_template: str = "", decode: str = DECODE_AUTO,
                          ) -> tuple[PolicyRuntime, ReferenceRuntime | LoraBaseReference]:
     """A trainable policy and a frozen reference of the same checkpoint, both in ``dtype`` (the base
     model's ``[models.<key>]`` dtype): the reference quantized at ``quant_bits``, or the LoRA policy's base
     (``settings.reference``). ``chat_template``: the base model's ``[models.<key>]`` one (empty: the
     checkpoint's own; ``models.prompt_template``); the policy's processor holds it, so checkpoints saved
-    from it carry it. Nothing loads until a runtime's ``.loaded`` is used."""
+    from it carry it. ``decode``: how the policy decodes its rollouts and evaluations (``generation.decode``).
+    Nothing loads until a runtime's ``.loaded`` is used."""
     source = ModelSource(model_name_or_path, trust_remote_code=trust_remote_code, local_files_only=local_files_only,
-                         chat_template=chat_template)
+                         chat_template=chat_template, backend=GenerationBackend(decode=decode))
     torch_device = resolve_device(device)
     policy = PolicyRuntime(model_name_or_path, settings, source, torch_device, dtype)
     if settings.reference == "lora_base":
