@@ -346,6 +346,12 @@ class TrainingSettings:
         return self.nnodes * self.nproc_per_node
 
     @property
+    def on_ranks(self) -> bool:
+        """Whether the run trains on torchrun ranks: several, or one whose policy FSDP2 shards (``sharding =
+        "fsdp2"`` on one GPU: its bf16 mixed precision and ``cpu_offload``)."""
+        return self.world_size > 1 or self.sharding == "fsdp2"
+
+    @property
     def total_steps(self) -> int:
         """Global steps of the run: the warm-up's, then RL's."""
         return self.warmup_steps + self.steps

@@ -96,7 +96,7 @@ def build_rl_run(bench: BenchmarkConfig) -> dg.AssetsDefinition:
         """Supervised warm-up, then RL against a frozen quantized reference; metrics to DuckDB."""
         settings = config.settings()  # every setting checked before any rank starts or model loads
         place = report_place(duckdb, model_runtime)
-        if settings.world_size > 1:
+        if settings.on_ranks:
             result = launch_ranks(context, bench, settings, run_options(config.model_dump()), model_runtime, duckdb,
                                   rows_extras(io_manager, rows))
         else:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
+import torch.distributed as dist
 from peft import PeftModel
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
@@ -257,8 +258,9 @@ class FullyShardedFSDP2:
 
 
 def sharding_for(settings: TrainingSettings, dp: DataParallel) -> Sharding:
-    """FSDP2 when ``settings.sharding`` asks for it and there are ranks to shard over; else every rank
-    holds everything (one process has nothing to shard across)."""
-    if settings.sharding == "fsdp2" and dp.world_size > 1:
+    """FSDP2 when ``settings.sharding`` asks for it and the process is a torchrun rank (one rank too: its
+    mixed precision and ``cpu_offload``); else every rank holds everything (a plain process has no process group
+    to shard over)."""
+    if settings.sharding == "fsdp2" and (dp.world_size > 1 or (dist.is_available() and dist.is_initialized())):
         return FullyShardedFSDP2(dp, settings)
     return Replicated(settings.gradient_checkpointing)

@@ -86,6 +86,25 @@ def test_sharded_ranks_store_the_state_each_rank_held(trained):
 
 
 @pytest.mark.slow
+def test_fsdp2_on_one_rank_shards_through_torchrun(trained):
+    """``sharding = "fsdp2"`` with one process per node and one node: still a torchrun rank with a process group,
+    so FSDP2 holds the policy (on a GPU: its bf16 mixed precision and ``cpu_offload``); the run's rows as usual."""
+    env, _, replicated = trained
+    run_name = f"test-{uuid.uuid4().hex[:8]}"
+    result = run_job(env, run_name, sharding="fsdp2", nproc_per_node=1)
+    shutil.rmtree(run_checkpoints(env, run_name), ignore_errors=True)
+    assert result.success
+    metadata = rl_run_materialization(result).metadata
+    assert "reported_steps" in metadata and metadata["nproc_per_node"].value == 1  # the rank reported through Pipes
+    with duckdb.connect(str(env.duckdb_path), read_only=True) as conn:
+        steps = conn.execute("SELECT step, phase FROM training_steps WHERE run_id = ? ORDER BY step",
+                             [run_name]).fetchall()
+        held = conn.execute("SELECT state_bytes_per_rank FROM training_runs WHERE run_id = ?", [run_name]).fetchone()
+    assert steps == [(1, "warmup"), (2, "grpo"), (3, "grpo")]
+    assert held[0] > 0
+
+
+@pytest.mark.slow
 def test_a_rank_that_fails_fails_the_step_with_its_error(dagster_env, monkeypatch):
     monkeypatch.setattr(torchrun, "WORKER_MODULE", "tests.assets.training.crashing_worker")
     run_name = f"test-{uuid.uuid4().hex[:8]}"
