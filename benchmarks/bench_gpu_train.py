@@ -12,6 +12,8 @@ checkpoint of the real configuration built on the device by ``aerorl_ops.models.
 - ``lora7b``: the same with Qwen2.5-VL-7B and LoRA (rank 64).
 - ``partitions``: Qwen2-VL-2B, ``aerorl bench`` at batch 1, 4, 8 and 16, 16 new tokens (AeroRL's settings) on
   synthetic document pages rendered at real page resolution (``--page``), the vision tokens per row printed.
+- ``fsdp2``: the CUDA paths CI cannot run: Qwen2-VL-2B at 4 layers, ``sharding = "fsdp2"`` on one torchrun rank
+  (NCCL, the bf16 ``MixedPrecisionPolicy``), ``cpu_offload``, the nf4 reference; its rows.
 
 Printed per training run, from its ``training_steps`` rows (the first step, which compiles, apart): tokens per
 second per GPU (EasyR1's definition: the prompt and reply tokens of a step over its seconds), the update's MFU and
@@ -54,7 +56,10 @@ class Part:
 
 
 PARTS = {"train3b": Part("qwen2.5-vl-3b", "q3b"), "lora7b": Part("qwen2.5-vl-7b", "q7b", lora_rank=64),
-         "partitions": Part("qwen2-vl-2b", "q2b")}
+         "partitions": Part("qwen2-vl-2b", "q2b"), "fsdp2": Part("qwen2-vl-2b", "q2b-fsdp")}
+FSDP2_LAYERS = 4
+"""The ``fsdp2`` part's depth: it checks the CUDA paths (FSDP2 in bf16 over NCCL on one rank, ``cpu_offload``, the
+nf4 reference), not speed."""
 
 
 def page_png(path: Path, index: int, size: tuple[int, int]) -> None:
@@ -181,6 +186,24 @@ def run_train(name: str, part: Part, args, env: dict[str, str], model_dir: Path)
     return {"part": name, "exit": code, "wall_s": seconds, **figures, "published": EASYR1[name]}
 
 
+def run_fsdp2(name: str, part: Part, args, env: dict[str, str], model_dir: Path) -> dict:
+    """Two warm-up and two GRPO steps with ``sharding = "fsdp2"`` (one torchrun rank: NCCL, the bf16
+    ``MixedPrecisionPolicy``), ``cpu_offload`` and the nf4 reference; the rows it wrote."""
+    dataset = write_dataset(args.work / "geo", args.prompts * 4, (392, 392), 16)
+    config = write_config(args.work / f"{name}.toml", part.key, model_dir, args.dtype, args.decode, dataset, (1,), 4)
+    run = f"gpu-{name}"
+    flags = ["train", "--config", str(config), "--run-name", run, "--no-resume", "--steps", "2", "--warmup-steps", "2",
+             "--warmup-batch-size", "4", "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "16",
+             "--eval-size", "4", "--eval-interval", "1000", "--sampled-eval-size", "0", "--swap-check-type", "",
+             "--no-control", "--train-limit", str(args.prompts * 4), "--sharding", "fsdp2", "--cpu-offload"]
+    code, seconds = aerorl(flags, env, args.work / f"{name}.log", args.timeout_s)
+    rows = query("SELECT step, phase, loss, step_s, peak_memory_mb, decode_path, scoring_path FROM training_steps "
+                 "WHERE run_id = ? ORDER BY step", [run]) if code == 0 else []
+    held = query("SELECT state_bytes_per_rank, reference_unquantized FROM training_runs WHERE run_id = ?",
+                 [run]) if code == 0 else []
+    return {"part": name, "exit": code, "wall_s": seconds, "steps": rows, "run": held}
+
+
 def run_partitions(name: str, part: Part, args, env: dict[str, str], model_dir: Path) -> dict:
     width, height = (int(v) for v in args.page.split("x"))
     dataset = write_dataset(args.work / "pages", args.page_rows, (width, height), 8)
@@ -225,7 +248,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.smoke:
         args.device, args.dtype, args.decode = "cpu", "float32", "static"
         args.steps, args.prompts, args.new_tokens, args.eval_size, args.page_rows = 2, 2, 8, 1, 4
-        args.question_words, args.page, args.batch_sizes, args.parts = 8, "448x448", [1, 2], ["train3b", "partitions"]
+        args.question_words, args.page, args.batch_sizes = 8, "448x448", [1, 2]
     args.work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "DAGSTER_HOME": str(args.work / "dagster_home"), "PYTHONPATH": str(REPO),
            "PYTHONUNBUFFERED": "1"}
@@ -238,15 +261,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
         started = time.perf_counter()
         import torch
 
+        layers = FSDP2_LAYERS if name == "fsdp2" else args.layers
+        folder = args.work / (part.shape if layers is None else f"{part.shape}-{layers}L")
         if args.smoke:  # the shape's tiny family: the same code path at a size this CPU trains in seconds
-            model_dir = build_tiny_family(REAL_SHAPES[part.shape].family, args.work / part.shape)
+            model_dir = build_tiny_family(REAL_SHAPES[part.shape].family, folder)
+        elif (folder / "config.json").is_file():  # built by an earlier part or call (bench_decode --build-dir)
+            model_dir = folder
         else:
-            model_dir = build_real_shape(part.shape, args.work / part.shape, args.device, getattr(torch, args.dtype),
-                                         args.layers)
+            model_dir = build_real_shape(part.shape, folder, args.device, getattr(torch, args.dtype), layers)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()  # the built weights' memory back before the command loads them
         built_s = time.perf_counter() - started
-        run = run_partitions if name == "partitions" else run_train
+        run = {"partitions": run_partitions, "fsdp2": run_fsdp2}.get(name, run_train)
         result = {"built_s": built_s, **run(name, part, args, env, model_dir)}
         results.append(result)
         print(json.dumps(result, indent=1, default=str), flush=True)

@@ -13,7 +13,8 @@ So the first batch a model decodes on a static path is checked, once: the first 
 first rows, static against ``generate``'s own (:data:`CHECK_TOLERANCE`). A model that differs, or whose forward
 or cache the static decoder cannot take, keeps ``generate``, and says why once (:func:`decoder_for`). So does a
 model whose generation config asks for a logits processor the static path does not apply
-(``token_choice.unsupported_settings``), and a sharded (FSDP) policy, whose ranks ``generate`` keeps in step.
+(``token_choice.unsupported_settings``); a sharded (FSDP) policy always does, whose ranks ``generate`` keeps in
+step.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def decode_new_tokens(loaded: LoadedVLM, inputs: Mapping[str, torch.Tensor], max
     (``do_sample``, ``temperature``, ``top_k``, ``top_p``) says, from ``draws``' generator when given, every
     ``suppressed`` id never emitted, by the model's decode path (module docstring). ``stopping_criteria`` watch
     ``generate`` (its per-row clock); the static paths time each row themselves."""
-    path = decode_path(loaded, max_new_tokens)
+    path = DECODE_GENERATE if sharded(loaded.model) else decode_path(loaded, max_new_tokens)
     choice = decoder_for(loaded, inputs, path, eos, suppressed) if path != DECODE_GENERATE else None
     if choice is not None and choice.decoder is not None:
         token_choice = TokenChoice.of(decoding, suppressed, None if draws is None else draws.generator)
@@ -147,10 +148,15 @@ def decoder_for(loaded: LoadedVLM, inputs: Mapping[str, torch.Tensor], path: str
     return choice
 
 
+def sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP holds ``model`` (its ranks must run every forward together: ``generate``'s ``synced_gpus``).
+    Asked at every call: a policy is sharded after its first (base) evaluation decoded."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return bool(getattr(inner, "_is_fsdp_managed_module", False))
+
+
 def refusal(loaded: LoadedVLM) -> str | None:
     """Why ``loaded`` cannot take a static path at all (None: it may, subject to the check)."""
-    if getattr(loaded.model, "_is_fsdp_managed_module", False):
-        return "a sharded policy's ranks decode together through generate"
     unsupported = unsupported_settings(getattr(loaded.model, "generation_config", None))
     if unsupported:
         return f"its generation config sets {', '.join(unsupported)}"

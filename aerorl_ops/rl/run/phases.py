@@ -136,6 +136,7 @@ class TrainingRun:
             self.trainer.restore(start.state)
             self.result.resumed_from_step, self.result.resumed_from = start.state.step, start.checkpoint
             self.result.reference_source = start.state.reference_source
+        self.trainer.prepare_scoring()  # before the first evaluation decodes
         self.main_work(self._start_evaluations)
         self._check_inputs()
         self._warmup()

@@ -200,12 +200,17 @@ class RLTrainer:
     def learning_rate(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
 
+    def prepare_scoring(self) -> None:
+        """Ready the policy for the step's scoring before anything decodes with it (``TokenScoring.prepare``: a
+        decode step compiled for the first evaluation is then the one every rollout replays)."""
+        if self.policy is not None:
+            self.scoring.prepare(self.policy.loaded.model)
+
     def _policy(self) -> PolicyRuntime:
         if self.policy is None:
             raise RuntimeError("this RLTrainer has no policy runtime; build one with "
                                "rl.runtime.policy.policy_and_reference(...)")
         self.sharding.prepare(self.policy, self.scoring)
-        self.scoring.prepare(self.policy.loaded.model)
         return self.policy
 
     def _seed_step(self) -> None:
