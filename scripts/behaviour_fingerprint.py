@@ -34,7 +34,7 @@ TRAIN_FLAGS = ["--warmup-steps", "4", "--steps", "4", "--eval-size", "32", "--ev
                "--sampled-eval-size", "0", "--no-control", "--prompts-per-step", "4", "--group-size", "4",
                "--warmup-batch-size", "8", "--train-limit", "400", "--checkpoint-interval", "100"]
 BENCH_TABLES = ("generations", "reward_scores", "benchmark_summary", "rejected_rows")
-TIMING = {"step_s", "tokens_per_s", "peak_memory_mb", "wall_s"}
+TIMING = {"step_s", "tokens_per_s", "peak_memory_mb", "wall_s", "rollout_s", "scoring_s", "update_s"}
 
 
 def aerorl(*args: str) -> None:

@@ -91,7 +91,7 @@ def run_steps(tiny_model_dir, env, mode: str, learning_rate: float, steps: int =
     return stats, after
 
 
-TIMES = ("step_s", "tokens_per_s", "peak_memory_mb")
+TIMES = ("step_s", "tokens_per_s", "peak_memory_mb", "rollout_s", "scoring_s", "update_s")
 
 
 def rows(stats) -> list[dict]:
