@@ -165,7 +165,7 @@ def train_figures(rows: list[dict], params: int, peak_tflops: float) -> dict:
 
 
 def run_train(name: str, part: Part, args, env: dict[str, str], model_dir: Path) -> dict:
-    dataset = write_dataset(args.work / "geo", args.prompts * 4, (392, 392), args.question_words)
+    dataset = write_dataset(args.work / "geo", max(args.prompts * 4, args.eval_size), (392, 392), args.question_words)
     config = write_config(args.work / f"{name}.toml", part.key, model_dir, args.dtype, args.decode, dataset, (1,),
                           args.quant_bits)
     run = f"gpu-{name}"
@@ -189,7 +189,7 @@ def run_train(name: str, part: Part, args, env: dict[str, str], model_dir: Path)
 def run_fsdp2(name: str, part: Part, args, env: dict[str, str], model_dir: Path) -> dict:
     """Two warm-up and two GRPO steps with ``sharding = "fsdp2"`` (one torchrun rank: NCCL, the bf16
     ``MixedPrecisionPolicy``), ``cpu_offload`` and the nf4 reference; the rows it wrote."""
-    dataset = write_dataset(args.work / "geo", args.prompts * 4, (392, 392), 16)
+    dataset = write_dataset(args.work / "geo-short", args.prompts * 4, (392, 392), 16)
     config = write_config(args.work / f"{name}.toml", part.key, model_dir, args.dtype, args.decode, dataset, (1,), 4)
     run = f"gpu-{name}"
     flags = ["train", "--config", str(config), "--run-name", run, "--no-resume", "--steps", "2", "--warmup-steps", "2",
@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=512)
-    parser.add_argument("--eval-size", type=int, default=8)
+    parser.add_argument("--eval-size", type=int, default=40, help="held-out questions (40: the rollouts' shape bucket, "
+                        "so the evaluations replay the rollouts' compiled decode step)")
     parser.add_argument("--question-words", type=int, default=120, help="words around each image (~256 tokens)")
     parser.add_argument("--page", default="1700x2200", help="partitions: page size WxH (a scanned letter page)")
     parser.add_argument("--page-rows", type=int, default=64)
