@@ -139,13 +139,14 @@ def decoder_parameters(model_dir: Path) -> int:
     """Parameters of the text decoder, its embedding and LM head (not the vision tower), from the config."""
     from transformers import AutoConfig
 
-    text = AutoConfig.from_pretrained(model_dir).get_text_config()
+    config = AutoConfig.from_pretrained(model_dir)
+    text = config.get_text_config()
     hidden, layers, inter, vocab = text.hidden_size, text.num_hidden_layers, text.intermediate_size, text.vocab_size
     heads, kv = text.num_attention_heads, text.num_key_value_heads
     head_dim = getattr(text, "head_dim", None) or hidden // heads
     attention = hidden * head_dim * (heads + 2 * kv) + heads * head_dim * hidden
     per_layer = attention + 3 * hidden * inter
-    tied = getattr(text, "tie_word_embeddings", False)
+    tied = getattr(config, "tie_word_embeddings", None) or getattr(text, "tie_word_embeddings", False)
     return layers * per_layer + vocab * hidden * (1 if tied else 2)
 
 
