@@ -16,8 +16,10 @@ import torch
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rl.core.functional import truncated_is_weight
 from aerorl_ops.rl.step.multi_turn import max_turns
 from aerorl_ops.rl.step.sequences import SequenceBatch, completion_logprobs
+from aerorl_ops.rl.step.step_parts import response_layout
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,20 @@ class BehaviourWeights:
             with torch.no_grad():
                 self.model.load_state_dict(model.state_dict())
         self.step = step
+
+    def old_logprob(self, sampling: SamplingWeights, batches: list[SequenceBatch], share, logprob: torch.Tensor,
+                    completion: torch.Tensor, training: bool, settings) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The old log-probs of the update's ratio and the truncated importance weight: [B, L] each (the weight
+        None). Sampled by the policy at the step's start: ``logprob``, its own. Sampled by this copy: with
+        ``rollout_is`` those and verl's truncated weight towards the copy that sampled, else the copy's log-probs
+        themselves. ``share``: the step's rows on the ranks; ``completion``: [b, L] this rank's rows."""
+        if not sampling.off_policy:
+            return logprob, None
+        (behaviour,) = share.gather_rollout(response_layout(self.logprobs(batches, training), completion),
+                                            device=logprob.device)  # [B, L]
+        if settings.rollout_is:
+            return logprob, truncated_is_weight(logprob, behaviour, settings.rollout_is_cap)
+        return behaviour, None
 
     def logprobs(self, batches: list[SequenceBatch], training: bool) -> torch.Tensor:
         """The copy's log-probs of every counted token of ``batches``, flat [n], in the policy's mode

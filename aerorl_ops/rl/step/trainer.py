@@ -71,7 +71,7 @@ from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.generation.decode import decoded_with
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.rl.core.algorithms import build_algorithm, token_rewards
-from aerorl_ops.rl.core.functional import explained_variance, kl_penalty, truncated_is_weight
+from aerorl_ops.rl.core.functional import explained_variance, kl_penalty
 from aerorl_ops.rl.runtime.checkpoint_files import CheckpointState
 from aerorl_ops.rl.runtime.distributed import SINGLE, DataParallel, check_accumulation
 from aerorl_ops.rl.runtime.policy import PolicyRuntime, ReferenceRuntime
@@ -320,15 +320,8 @@ class RLTrainer:
         scored = self._score_rollout(rollout.batches, completion[local_rows])  # this rank's rows
         scores = RolloutScores(*share.gather_rollout(*scored, device=loaded.device))  # [B, L]
         clock.mark("scoring_s")
-        old_logprob, is_weight = scores.logprob, None  # [B, L]: sync, the step's start sampled it
-        if sampling.off_policy:
-            (behaviour_logprob,) = share.gather_rollout(response_layout(
-                self._behaviour.logprobs(rollout.batches, loaded.model.training), completion[local_rows]),
-                device=loaded.device)  # [B, L]
-            if settings.rollout_is:
-                is_weight = truncated_is_weight(scores.logprob, behaviour_logprob, settings.rollout_is_cap)
-            else:
-                old_logprob = behaviour_logprob
+        old_logprob, is_weight = self._behaviour.old_logprob(sampling, rollout.batches, share, scores.logprob,
+                                                             completion[local_rows], loaded.model.training, settings)
         if off_policy:
             self._behaviour.take(loaded.model, self.state.step)  # the weights after this step's start: the next's
         mask = (completion if rollout.action_mask is None
@@ -340,11 +333,7 @@ class RLTrainer:
                                 rollout.token_rewards(mask))  # [B, L]
         estimate = self.algorithm.advantages(rewards, mask, rollout.group_ids, scores.values, settings.gamma,
                                              settings.gae_lambda)
-        self.rollout_samples = rollout_samples(
-            loaded.tokenizer, self.state.step + 1,
-            sampled_rows(len(rollout.prompts), settings.rollout_log_rate, settings.seed, self.state.step + 1)
-            if self.dp.is_main else [], rollout.items, rollout.token_ids, lengths, mask, outcomes.rewards,
-            outcomes.correct, estimate.advantages, scores.logprob)  # the main rank's: it records them
+        self.rollout_samples = self._logged_rollouts(rollout, mask, estimate.advantages, scores.logprob)
         loss_mask = mask * ~outcomes.truncated[:, None] if settings.mask_truncated else mask  # [B, L]
         targets = Targets(old_logprob, estimate.advantages, estimate.returns, loss_mask,
                           None if in_reward else scores.ref_logprob, scores.values, is_weight)  # [B, L] each
@@ -367,6 +356,16 @@ class RLTrainer:
             extra["explained_variance"] = float(explained_variance(scores.values, estimate.returns, mask))
         return self._stats(settings.algorithm, sum(u.loss for u in updates) / len(updates), rollout.batches,
                            outcomes, extra, sum(u.grad_norm for u in updates) / len(updates), skipped, started)
+
+    def _logged_rollouts(self, rollout, mask: torch.Tensor, advantages: torch.Tensor,
+                         logprob: torch.Tensor) -> list[RolloutSample]:
+        """The step's sampled replies to record (``rollout_log_rate`` of them; none on a rank but the main one)."""
+        settings, step = self.settings, self.state.step + 1
+        rows = (sampled_rows(len(rollout.prompts), settings.rollout_log_rate, settings.seed, step) if self.dp.is_main
+                else [])
+        outcomes = rollout.outcomes
+        return rollout_samples(self._policy().loaded.tokenizer, step, rows, rollout.items, rollout.token_ids,
+                               rollout.lengths, mask, outcomes.rewards, outcomes.correct, advantages, logprob)
 
     def _score_rollout(self, batches: list[SequenceBatch], mask: torch.Tensor) -> RolloutScores:
         """``step.scoring.score_rollout`` with this trainer's models (the reference when the KL term is on)."""
