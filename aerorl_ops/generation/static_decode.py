@@ -71,7 +71,7 @@ class UnsupportedCache(ValueError):
     """The model's cache has layers this decoder does not fill (sliding windows, linear attention)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decoded:
     """What :meth:`StaticDecoder.decode` made: ``tokens`` [R, N] (pad after a row's EOS), and each row's
     seconds from the start of the call to its EOS (to the end for a row that never emitted one)."""
@@ -103,12 +103,16 @@ class PrefillPositions:
         self.positions = kwargs.get("position_ids")
 
 
+@dataclass(frozen=True)
 class DecodeState:
-    """The rows being decoded, in their bucket: slot i decodes original row ``rows[i]`` (R for an empty slot)."""
+    """The rows being decoded, in their bucket's cache: slot i decodes row ``rows[i]`` of the ``total`` rows the
+    decoder was given (``total`` for an empty slot)."""
 
-    def __init__(self, cache: StaticCache, mask: torch.Tensor, positions: torch.Tensor | None, rows: torch.Tensor,
-                 total: int) -> None:
-        self.cache, self.mask, self.positions, self.rows, self.total = cache, mask, positions, rows, total
+    cache: StaticCache
+    mask: torch.Tensor  # [b, L] 1: a key the slot attends to (its prompt's real tokens, every later position)
+    positions: torch.Tensor | None  # [..., b, 1] the position of the slot's first new token (None: the cache's)
+    rows: torch.Tensor  # [b]
+    total: int
 
     @property
     def slots(self) -> int:
@@ -116,8 +120,9 @@ class DecodeState:
 
 
 class StaticDecoder:
-    """One model's static-cache decoder (module docstring): its caches by shape bucket and its decode step,
-    compiled once per bucket with ``compile``."""
+    """One model's static-cache decoder (module docstring): its caches by shape bucket (kept, so that their
+    addresses stay those a CUDA graph captured: about the KV cache of each bucket used, in device memory) and its
+    decode step, eager or compiled."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
