@@ -4,10 +4,7 @@ whose process is alive is left alone."""
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,26 +12,7 @@ import dagster as dg
 import pytest
 
 from aerorl_pipeline.instance import local_instance
-
-HOLDER = """
-import time
-import dagster as dg
-
-@dg.op
-def hold() -> None:
-    time.sleep(600)
-
-@dg.job(tags={"holder": "%s"})
-def holding() -> None:
-    hold()
-
-holding.execute_in_process(instance=dg.DagsterInstance.get())
-"""
-
-
-def start_holder(name: str, home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", HOLDER % name], env={**os.environ, "DAGSTER_HOME": str(home)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+from tests.aerorl_pipeline.holder_runs import start_holder
 
 
 def started_run(instance: dg.DagsterInstance, name: str, timeout_s: float = 180.0) -> dg.DagsterRun:

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import doctest
 import logging
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,22 +19,9 @@ from aerorl_pipeline.definitions import build_definitions
 from aerorl_pipeline.instance import local_instance
 from aerorl_pipeline.pool_slots import SlotClaim, free_dead_runs_slots, pool_claims
 from aerorl_pipeline.sensors import POOL_SLOTS_SENSOR, build_pool_slots_sensor
+from tests.aerorl_pipeline.holder_runs import start_holder
 
 POOL = "duckdb_writer"
-HOLDER = """
-import time
-import dagster as dg
-
-@dg.op(pool="duckdb_writer")
-def hold() -> None:
-    time.sleep(600)
-
-@dg.job(tags={"holder": "%s"})
-def holding() -> None:
-    hold()
-
-holding.execute_in_process(instance=dg.DagsterInstance.get())
-"""
 
 
 def test_the_docstring_examples_hold():
@@ -53,11 +37,6 @@ def home(tmp_path: Path, monkeypatch) -> Path:
     (home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
-
-
-def start_holder(name: str, home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", HOLDER % name], env={**os.environ, "DAGSTER_HOME": str(home)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def held_slot(instance: dg.DagsterInstance, name: str, timeout_s: float = 180.0) -> str:
@@ -76,7 +55,7 @@ def held_slot(instance: dg.DagsterInstance, name: str, timeout_s: float = 180.0)
 def killed_holder(home):
     """A run killed with SIGKILL while its step held the pool's only slot: (its run id, its claims)."""
     with dg.DagsterInstance.get() as instance:  # creates the home's storage before the child shares it
-        holder = start_holder("killed", home)
+        holder = start_holder("killed", home, POOL)
         try:
             run_id = held_slot(instance, "killed")
         finally:
@@ -115,7 +94,7 @@ def test_the_sensor_frees_a_dead_runs_slot_for_the_uis_runs(killed_holder):
 
 def test_a_live_holder_keeps_its_slot_and_a_finished_one_loses_it(home):
     with dg.DagsterInstance.get() as instance:
-        holder = start_holder("alive", home)
+        holder = start_holder("alive", home, POOL)
         try:
             run_id = held_slot(instance, "alive")
             assert free_dead_runs_slots(instance) == []
