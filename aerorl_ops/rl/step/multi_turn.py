@@ -22,9 +22,9 @@ With a ``ReplySampler`` (``rollout_backend = "vllm"``), each turn's replies come
 one request per episode: the conversation so far as text (the first turn's prompt, each reply decoded
 with its special tokens, each environment turn as the chat template writes it, image placeholders
 unexpanded) with every image shown so far and the first turn's video (``episode_limits`` sizes the engine's
-per-prompt limits). The
-completion still holds the sampled token ids, which the policy scores; only the engine's view of an
-earlier reply is its text re-tokenized, the same ids unless a reply's text tokenizes another way.
+per-prompt limits). The completion still holds the sampled token ids, which the policy scores; only the
+engine's view of an earlier reply is its text re-tokenized, the same ids unless a reply's text tokenizes
+another way.
 """
 
 from __future__ import annotations
