@@ -28,6 +28,7 @@ import argparse
 import json
 import multiprocessing
 import re
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -175,7 +176,7 @@ def evaluate(model_type: str) -> Outcome:
     with tempfile.TemporaryDirectory(prefix=f"every-family-{model_type}-") as scratch:
         try:
             model_dir, family = built_checkpoint(model_type, Path(scratch) / model_type)
-            load_vlm(ModelSource(str(model_dir)), torch.device("cpu"))
+            load_vlm(ModelSource(str(model_dir)), torch.device("cpu")).vision  # noqa: B018  (traced when first read)
         except Exception as error:  # any build or load failure is this model type's "why not"
             return Outcome(model_type, "", False, first_line(error), dict.fromkeys(CHECKS, "–"))
         env = make_env("easy_vqa", split="train", limit=8, seed=1)
@@ -206,7 +207,8 @@ def evaluate_isolated(model_type: str, timeout_s: float = TIMEOUT_S) -> Outcome:
         return Outcome(model_type, "", False, f"build and checks did not end within {timeout_s:.0f} s",
                        dict.fromkeys(CHECKS, "–"))
     if results.empty():
-        return Outcome(model_type, "", False, f"the process died (exit code {process.exitcode})",
+        killed = " (SIGKILL: most likely out of memory)" if process.exitcode == -signal.SIGKILL else ""
+        return Outcome(model_type, "", False, f"the process died, exit code {process.exitcode}{killed}",
                        dict.fromkeys(CHECKS, "–"))
     return Outcome(**results.get())
 
