@@ -11,6 +11,8 @@ needed.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from PIL import Image
@@ -173,14 +175,19 @@ def test_a_reply_sampler_is_asked_with_the_rows_video(tiny_vlm, video_env):
     assert len(frames) == 4 and fps == pytest.approx(4 / 3)  # the environment's sampled frames and their rate
 
 
-def test_a_vllm_engine_refuses_smolvlm2s_video_in_one_line_before_it_starts(tiny_family_vlm):
-    loaded = tiny_family_vlm("smolvlm2")
-    check_engine_video(loaded.processor, "tiny-smolvlm2", MediaLimits(images=1, videos=0))  # images only: taken
-    with pytest.raises(VideoRefused, match=r"^model tiny-smolvlm2 \(SmolVLMProcessor\) is shown a video, which vLLM "
-                                           r"cannot take for it: vLLM's SmolVLM model \(Idefics3\) takes images only, "
-                                           r"no video; generate with the transformers backend"):
-        check_engine_video(loaded.processor, "tiny-smolvlm2", MediaLimits(images=1, videos=1))
-    with pytest.raises(VideoRefused, match=r"^model .* \(SmolVLMProcessor\) is shown a video"):
+@pytest.mark.parametrize(("family", "processor", "why"), [
+    ("smolvlm2", "SmolVLMProcessor", "vLLM's SmolVLM model (Idefics3) takes images only, no video"),
+    ("internvl", "InternVLProcessor", "vLLM's InternVL fills a video's frames with <video> context tokens where "
+                                      "transformers' model reads <IMG_CONTEXT>")])
+def test_a_vllm_engine_refuses_a_familys_video_in_one_line_before_it_starts(tiny_family_vlm, family, processor, why):
+    loaded = tiny_family_vlm(family)
+    check_engine_video(loaded.processor, f"tiny-{family}", MediaLimits(images=1, videos=0))  # images only: taken
+    with pytest.raises(VideoRefused, match=f"^model tiny-{family} \\({processor}\\) is shown a video, which vLLM "
+                                           f"cannot take for it: {re.escape(why)}.*; generate with the transformers "
+                                           "backend") as refused:
+        check_engine_video(loaded.processor, f"tiny-{family}", MediaLimits(images=1, videos=1))
+    assert "\n" not in str(refused.value)
+    with pytest.raises(VideoRefused, match=f"^model .* \\({processor}\\) is shown a video"):
         VLLMSampler.start(loaded, limits=MediaLimits(images=1, videos=1))
 
 
