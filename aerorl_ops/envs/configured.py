@@ -186,9 +186,10 @@ def row_max_new_tokens(datasets: Sequence[DatasetSettings]) -> dict[str, int]:
 
 def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEFAULT) -> TaskItem | RejectedRow:
     """A task item as a benchmark row of ``dataset`` (the item, of that dataset), or the rejection saying
-    why it cannot be one: a video, more than ``max_images`` images, or ``<image>`` markers that do not match
-    its images (``generation.prompts.benchmark_messages``). A row without an image is a text-only question:
-    every family but PaliGemma answers it (``models.text_only``).
+    why it cannot be one: more than ``max_images`` images, or ``<image>`` markers that do not match its images
+    (``generation.prompts.benchmark_messages``). A row without an image is a text-only question: every family
+    but PaliGemma answers it (``models.text_only``). A video row's frames were sampled when it was read, as
+    training samples them; its model is shown them as a video or as images (``generation.shown_video``).
 
     >>> item = TaskItem("q1", "easy_vqa", "test", "q.json", "What shape?", ("circle",), (b"png",),
     ...                 ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What shape?"}]},),
@@ -196,9 +197,6 @@ def benchmark_row(item: TaskItem, dataset: str, max_images: int = MAX_IMAGES_DEF
     >>> row = benchmark_row(item, "shapes"); (row.dataset, row.messages == item.messages, row.question_type)
     ('shapes', True, 'shape')
     """
-    if item.video:
-        return RejectedRow(item.source, item.item_id, item.item_id, "has a video; the benchmark shows images "
-                           "only (a video row trains and evaluates through its environment)")
     too_many = too_many_images(item, max_images)
     if too_many is not None:
         return too_many

@@ -47,13 +47,13 @@ from aerorl_ops.envs.image_paths import ImageFolder
 from aerorl_ops.envs.items import ImageFileProblem, collect, sample_indices
 from aerorl_ops.envs.messages import MarkerMismatch, content_parts, strip_markers, with_instruction
 from aerorl_ops.envs.rejections import require_items
-from aerorl_ops.envs.video_messages import strip_video_marker, with_video
 from aerorl_ops.envs.video_rows import VIDEO_FIELD, row_video
 from aerorl_ops.error_line import error_line
 from aerorl_ops.rows.load_result import LoadResult, RejectedRow
 from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.rows.validation import DEFAULT_CHECKS, ItemCandidate, RowChecks, validate_item
 from aerorl_ops.rows.video_frames import DEFAULT_FPS, DEFAULT_MAX_FRAMES, VideoProblem, VideoSampling
+from aerorl_ops.rows.video_messages import strip_video_marker, with_video
 from aerorl_ops.text.exact_match import last_boxed
 
 TEXT_ONLY_CHECKS = RowChecks(allow_no_image=True)

@@ -5,7 +5,7 @@
 - ``encode_observations``: those prompts through the model's processor, with their images,
   left-padded, on the model's device (a row without image or video refused in one line for a family
   that cannot take one: ``models.text_only``); a row's video as a video where the processor has a video
-  processor, else its frames as images (``models.video_input``: ``shown_observations``);
+  processor, else its frames as images (``generation.shown_video``);
 - ``sample_responses``: ``setting.n`` responses per prompt from one decoding call (``num_return_sequences``:
   each prompt and image is encoded once), by the model's decode path (``generation.decode``): greedy, or
   sampled at the setting's temperature and top-p with top-k off. Special and added tokens other than EOS are never
@@ -22,24 +22,16 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import torch
-from PIL import Image
 
 from aerorl_ops.envs.types import Observation
-from aerorl_ops.envs.video_messages import frames_as_images
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.generation.decode import decode_new_tokens
 from aerorl_ops.generation.generator_sampling import PrivateDraws
+from aerorl_ops.generation.shown_video import media_kwargs, shown_videos
 from aerorl_ops.generation.suppression import suppressed_token_ids
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.text_only import check_text_only
-from aerorl_ops.models.video_input import (
-    VideoMode,
-    check_batch_mix,
-    check_video_placeholders,
-    video_kwargs,
-    video_mode,
-)
 
 
 class Responses(NamedTuple):
@@ -50,46 +42,22 @@ class Responses(NamedTuple):
     truncated: list[bool]  # [B * n] reached max_new_tokens without an EOS
 
 
-def shown_observations(loaded: LoadedVLM, observations: Sequence[Observation]) -> list[Observation]:
-    """The observations as the model is shown them: a video kept where its processor takes video, else its
-    frames as images (``models.video_input.video_mode``). Observations without a
-    video are returned as they are."""
-    if not any(o.video for o in observations):
-        return list(observations)
-    if video_mode(loaded.processor) is VideoMode.VIDEO:
-        return list(observations)
-    return [frames_as_images(o) for o in observations]
-
-
 def observation_prompts(loaded: LoadedVLM, observations: Sequence[Observation]) -> list[str]:
-    """Each observation's messages, as shown (``shown_observations``), through the model's chat template,
-    ready for a reply."""
+    """Each observation's messages, as shown (``generation.shown_video.shown_videos``), through the model's chat
+    template, ready for a reply."""
     return [loaded.processor.apply_chat_template(o.messages, add_generation_prompt=True, tokenize=False)
-            for o in shown_observations(loaded, observations)]
-
-
-def media_kwargs(loaded: LoadedVLM, shown: Sequence[Observation], texts: Sequence[str],
-                 images: Sequence[Sequence[Image.Image]]) -> dict[str, object]:
-    """The processor's ``images`` (one list per prompt; None when there are none) and, when ``shown`` (as
-    ``shown_observations`` gives them) keep a video, its ``videos`` keywords, checked against the
-    placeholders the chat-templated ``texts`` hold."""
-    kwargs: dict[str, object] = {"images": list(images) if any(images) else None}
-    if any(o.video for o in shown):
-        label = loaded.source.label
-        check_batch_mix(loaded.processor, sum(bool(o.video) for o in shown), sum(map(len, images)), label)
-        check_video_placeholders(loaded.processor, texts, [1 if o.video else 0 for o in shown], label)
-        kwargs.update(video_kwargs([o.video for o in shown], [o.video_fps for o in shown]))
-    return kwargs
+            for o in shown_videos(loaded, observations)]
 
 
 def encode_observations(loaded: LoadedVLM, observations: Sequence[Observation]):
     """Chat-templated prompts (``observation_prompts``) with their images (one list per prompt) and videos,
     left-padded, on the model's device."""
-    shown = shown_observations(loaded, observations)
+    shown = shown_videos(loaded, observations)
     check_text_only(loaded.processor, loaded.source.label, [len(o.images) + len(o.video) for o in shown])
     texts = observation_prompts(loaded, shown)
-    inputs = loaded.processor(text=texts, **media_kwargs(loaded, shown, texts, [list(o.images) for o in shown]),
-                              return_tensors="pt", padding=True)
+    media = media_kwargs(loaded, texts, [list(o.images) for o in shown], [o.video for o in shown],
+                         [o.video_fps for o in shown])
+    inputs = loaded.processor(text=texts, **media, return_tensors="pt", padding=True)
     return loaded.on_device(inputs)
 
 

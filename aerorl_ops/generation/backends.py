@@ -15,6 +15,7 @@ from typing import Protocol
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.batched import PARTITION_START, BatchProgress, GeneratedSample, RowsStart, generate_rows
 from aerorl_ops.generation.vllm_backend import vllm_row_generator
+from aerorl_ops.generation.vllm_engine import SINGLE_IMAGE, MediaLimits
 from aerorl_ops.models.entry import HF_BACKEND, VLLM_BACKEND
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.task_item import TaskItem
@@ -59,18 +60,19 @@ class HFRowGenerator:
 
 
 @contextmanager
-def hf_row_generator(loaded: LoadedVLM, settings: GenerationSettings, max_images: int = 1) -> Iterator[HFRowGenerator]:
+def hf_row_generator(loaded: LoadedVLM, settings: GenerationSettings, limits: MediaLimits) -> Iterator[HFRowGenerator]:
     yield HFRowGenerator(loaded)  # the processor takes any number of images per row
 
 
-ROW_GENERATORS: dict[str, Callable[[LoadedVLM, GenerationSettings, int], AbstractContextManager[RowGenerator]]] = {
+ROW_GENERATORS: dict[str, Callable[[LoadedVLM, GenerationSettings, MediaLimits],
+                                   AbstractContextManager[RowGenerator]]] = {
     HF_BACKEND: hf_row_generator,
     VLLM_BACKEND: vllm_row_generator,
 }
 
 
 def open_row_generator(loaded: LoadedVLM, settings: GenerationSettings,
-                       max_images: int = 1) -> AbstractContextManager[RowGenerator]:
-    """The row generator of ``loaded``'s backend, for ``with``, for rows of at most ``max_images`` images each
-    (``batched.max_image_count``)."""
-    return ROW_GENERATORS[loaded.source.backend.name](loaded, settings, max_images)
+                       limits: MediaLimits = SINGLE_IMAGE) -> AbstractContextManager[RowGenerator]:
+    """The row generator of ``loaded``'s backend, for ``with``, for rows showing at most ``limits``' images and
+    videos each (``shown_video.media_limits``)."""
+    return ROW_GENERATORS[loaded.source.backend.name](loaded, settings, limits)

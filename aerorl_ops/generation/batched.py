@@ -1,8 +1,9 @@
 """Batched, left-padded generation through a VLM's own processor and chat template.
 
-Each row is one user turn with its images (``prompts.benchmark_messages``); the processor gets one list
-of images per row, as every family's processor takes them, and the vision-token mask counts the tokens
-of every image of a row. Greedy by default. Only the new tokens are decoded, so an empty generation stays empty and is
+Each row is one user turn with its images and its video (``prompts.benchmark_messages``); the processor gets
+one list of images per row, as every family's processor takes them, and a video row's frames as a video or
+as more images, as its family takes them (``shown_video``); the vision-token mask counts the tokens of every
+image and frame of a row. Greedy by default. Only the new tokens are decoded, so an empty generation stays empty and is
 never mistaken for an echo of the prompt.
 """
 
@@ -12,7 +13,7 @@ import io
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from PIL import Image
@@ -21,6 +22,7 @@ from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.completion_clock import CompletionClock
 from aerorl_ops.generation.decode import decode_new_tokens
 from aerorl_ops.generation.prompts import benchmark_messages, item_prompt
+from aerorl_ops.generation.shown_video import media_kwargs, shown_videos
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.text_only import check_text_only
 from aerorl_ops.models.vision_tokens import vision_token_mask
@@ -40,12 +42,13 @@ class GeneratedSample:
     raw_response: str
     generated_tokens: int
     prompt_text_tokens: int
-    vision_tokens: int  # every image's
+    vision_tokens: int  # every image's and video frame's
     image_count: int
     latency_ms: float
     batch_latency_ms: float
     batch_index: int
     batch_size: int
+    video_frames: int = 0  # the frames of the row's video (none without one)
 
 
 @dataclass(frozen=True)
@@ -88,32 +91,45 @@ class OutOfMemoryAtBatchOne(RuntimeError):
 
 def decode_images(item: TaskItem) -> list[Image.Image]:
     """The item's images, in order, as RGB."""
-    return [Image.open(io.BytesIO(image)).convert("RGB") for image in item.images]
+    return _rgb(item.images)
 
 
-def max_image_count(rows: Sequence[TaskItem]) -> int:
-    """The most images one of ``rows`` shows (at least 1): the engine's ``limit_mm_per_prompt`` for them.
+def decode_frames(item: TaskItem) -> list[Image.Image]:
+    """The item's video frames, in time order, as RGB (none without a video)."""
+    return _rgb(item.video)
 
-    >>> max_image_count([]), max_image_count([TaskItem("q", "d", "test", "f", "Q?", ("a",), (b"x", b"y"))])
-    (1, 2)
-    """
-    return max([1, *(len(row.images) for row in rows)])
+
+def _rgb(encoded: Sequence[bytes]) -> list[Image.Image]:
+    return [Image.open(io.BytesIO(image)).convert("RGB") for image in encoded]
+
+
+def shown_rows(loaded: LoadedVLM, rows: Sequence[TaskItem]) -> list[TaskItem]:
+    """Each row with its benchmark messages (``prompts.benchmark_messages``), its video as ``loaded``'s model
+    takes it: kept as a video, or its frames among its images (``shown_video.shown_videos``)."""
+    return shown_videos(loaded, [replace(r, messages=tuple(benchmark_messages(r))) for r in rows])
 
 
 def prompt_texts(loaded: LoadedVLM, rows: Sequence[TaskItem]) -> list[str]:
-    """Each row's prompt through the model's chat template, with its image placeholders (every backend's prompt)."""
-    return [loaded.processor.apply_chat_template(benchmark_messages(r), add_generation_prompt=True, tokenize=False)
-            for r in rows]
+    """Each row's prompt through the model's chat template, with its image and video placeholders, as the model is
+    shown the row (``shown_rows``: every backend's prompt)."""
+    return [_template(loaded, shown) for shown in shown_rows(loaded, rows)]
+
+
+def _template(loaded: LoadedVLM, shown: TaskItem) -> str:
+    return loaded.processor.apply_chat_template(list(shown.messages), add_generation_prompt=True, tokenize=False)
 
 
 def encode_prompts(loaded: LoadedVLM, rows: Sequence[TaskItem]):
-    """Chat-templated prompts with their images (one list per prompt, empty for a text-only row), left-padded,
-    on the model's device (``LoadedVLM.on_device``); a text-only row shown to a family that cannot take one is
-    refused in one line (``models.text_only``)."""
-    check_text_only(loaded.processor, loaded.source.label, [len(r.images) for r in rows])
-    images = [decode_images(r) for r in rows]
-    inputs = loaded.processor(text=prompt_texts(loaded, rows), images=images if any(images) else None,
-                              return_tensors="pt", padding=True)
+    """Chat-templated prompts with their images (one list per prompt, empty for a text-only row) and videos,
+    left-padded, on the model's device (``LoadedVLM.on_device``); a text-only row shown to a family that cannot
+    take one is refused in one line (``models.text_only``), and so is a batch mixing video and images for a
+    family that cannot take both (``models.video_input.check_batch_mix``)."""
+    shown = shown_rows(loaded, rows)
+    check_text_only(loaded.processor, loaded.source.label, [len(r.images) + len(r.video) for r in shown])
+    texts = [_template(loaded, r) for r in shown]
+    media = media_kwargs(loaded, texts, [decode_images(r) for r in shown], [decode_frames(r) for r in shown],
+                         [r.video_fps for r in shown])
+    inputs = loaded.processor(text=texts, **media, return_tensors="pt", padding=True)
     return loaded.on_device(inputs)
 
 
@@ -156,6 +172,7 @@ def generate_batch(loaded: LoadedVLM, rows: Sequence[TaskItem], settings: Genera
             batch_latency_ms=batch_ms,
             batch_index=batch_index,
             batch_size=len(rows),
+            video_frames=len(row.video),
         ))
     return samples
 

@@ -12,12 +12,13 @@ import pyarrow as pa
 
 from aerorl_ops.generation.batched import GeneratedSample
 from aerorl_ops.rows.task_item import TaskItem
-from aerorl_ops.storage.schema import GENERATION_FIELDS, GENERATIONS, IMAGE_COUNT, output_schema
+from aerorl_ops.storage.schema import GENERATION_FIELDS, GENERATIONS, IMAGE_COUNT, VIDEO_FRAMES, output_schema
 from aerorl_ops.text.answers import extract_answer
 
-GENERATION_SCHEMA = output_schema([*GENERATION_FIELDS, GENERATIONS.schema.field("batch_size"), IMAGE_COUNT])
+GENERATION_SCHEMA = output_schema([*GENERATION_FIELDS, GENERATIONS.schema.field("batch_size"), IMAGE_COUNT,
+                                   VIDEO_FRAMES])
 """The columns of the ``generations`` table (``aerorl_ops.storage.schema``) that one partition's
-generation produces, its batch size and image count last."""
+generation produces, its batch size, image count and video frames last."""
 
 
 def claimed_entities(response: str) -> list[str]:
@@ -52,5 +53,6 @@ def generations_table(rows: Sequence[TaskItem], samples: Sequence[GeneratedSampl
             "batch_index": sample.batch_index,
             "batch_size": sample.batch_size,
             "image_count": sample.image_count,
+            "video_frames": sample.video_frames,
         })
     return pa.Table.from_pylist(records, schema=GENERATION_SCHEMA)

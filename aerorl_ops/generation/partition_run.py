@@ -12,9 +12,10 @@ import pyarrow as pa
 
 from aerorl_ops.config.generation import GenerationSettings
 from aerorl_ops.generation.backends import open_row_generator
-from aerorl_ops.generation.batched import BatchProgress, RowsStart, max_image_count
+from aerorl_ops.generation.batched import BatchProgress, RowsStart, shown_rows
 from aerorl_ops.generation.generations_table import generations_table
 from aerorl_ops.generation.row_groups import row_groups
+from aerorl_ops.generation.shown_video import media_limits
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.telemetry import TelemetrySampler, TelemetrySummary
@@ -52,7 +53,7 @@ def run_generation(loaded: LoadedVLM, rows: Sequence[TaskItem], batch_size: int,
     """
     groups = row_groups(rows, settings, max_new_tokens or {})
     samples, start = [], RowsStart()
-    with open_row_generator(loaded, settings, max_image_count(rows)) as generator:
+    with open_row_generator(loaded, settings, media_limits(shown_rows(loaded, rows))) as generator:
         with TelemetrySampler(interval_s=telemetry_interval_s, device=loaded.device) as sampler:
             started = time.perf_counter()
             for group in groups:  # numbered on from the group before: one partition, one run of batch indices

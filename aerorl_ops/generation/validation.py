@@ -4,7 +4,7 @@ A generation is rejected, never silently dropped, when a measurement it carries 
 a latency (``latency_ms``, ``batch_latency_ms``) that is missing, NaN, infinite or negative, or a
 token count (``generated_tokens``, ``prompt_text_tokens``, ``vision_tokens``) that is missing or
 negative. Every row of the input ends up in exactly one of the accepted table or the rejections. A table
-cached before ``image_count`` existed gains it as NULL (its rows' image count was not recorded).
+cached before ``image_count`` or ``video_frames`` existed gains it as NULL (its rows' count was not recorded).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 import pyarrow as pa
 
 from aerorl_ops.rows.load_result import RejectedRow
-from aerorl_ops.storage.schema import IMAGE_COUNT
+from aerorl_ops.storage.schema import IMAGE_COUNT, VIDEO_FRAMES
 
 SOURCE = "generations"
 LATENCY_COLUMNS = ("latency_ms", "batch_latency_ms")
@@ -58,8 +58,9 @@ def split_valid_generations(table: pa.Table) -> tuple[pa.Table, list[RejectedRow
     missing = [name for name in ("sample_id", *LATENCY_COLUMNS, *COUNT_COLUMNS) if name not in table.column_names]
     if missing:
         raise ValueError(f"generations table lacks columns {missing}; expected GENERATION_SCHEMA")
-    if IMAGE_COUNT.name not in table.column_names:
-        table = table.append_column(IMAGE_COUNT, pa.nulls(table.num_rows, IMAGE_COUNT.type))
+    for added in (IMAGE_COUNT, VIDEO_FRAMES):
+        if added.name not in table.column_names:
+            table = table.append_column(added, pa.nulls(table.num_rows, added.type))
     keep = []
     rejected = []
     records = table.select(["sample_id", *LATENCY_COLUMNS, *COUNT_COLUMNS]).to_pylist()

@@ -1,9 +1,12 @@
 """Benchmark rows through a vLLM engine: the prompts of the transformers path, the same records.
 
 The prompt is the model's chat template applied by its own processor (``batched.prompt_texts``),
-sent with the row's images as ``multi_modal_data``; vLLM expands each image placeholder with its
-copy of the model's image processor. The engine takes as many images per prompt as the partition's
-largest row shows (``batched.max_image_count``; one for a partition of single-image rows, as always).
+sent with the row's images and video as ``multi_modal_data``; vLLM expands each image and video placeholder
+with its copy of the model's processors. A video row is shown as transformers shows it (``shown_video``): its
+frames as one video, already sampled, or as images. The engine takes as many images and videos per prompt
+as the partition's largest row shows (``shown_video.media_limits``; one image for a partition of single-image
+rows, as always); a family whose video vLLM cannot take is refused before the engine starts
+(``vllm_engine.check_engine_video``).
 A batch is the rows submitted to the engine together (its
 scheduler then runs them as it sees fit); no out-of-memory halving, since vLLM sizes its own
 batches to the KV cache. Per sample: the time from submission until its request finished, and the
@@ -23,13 +26,22 @@ from aerorl_ops.generation.batched import (
     BatchProgress,
     GeneratedSample,
     RowsStart,
+    decode_frames,
     decode_images,
     eos_token_ids,
     prompt_texts,
+    shown_rows,
     trim_after_eos,
 )
 from aerorl_ops.generation.prompts import item_prompt
-from aerorl_ops.generation.vllm_engine import Engine, EngineRequest, started_engine
+from aerorl_ops.generation.vllm_engine import (
+    Engine,
+    EngineRequest,
+    EngineVideo,
+    MediaLimits,
+    check_engine_video,
+    started_engine,
+)
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -79,10 +91,16 @@ class VLLMRowGenerator:
                 on_progress(BatchProgress(len(samples), len(rows), time.perf_counter() - started))
         return samples
 
+    def requests(self, rows: Sequence[TaskItem]) -> list[EngineRequest]:
+        """Each row's prompt (``batched.prompt_texts``) with its images and video as the model is shown them
+        (``batched.shown_rows``)."""
+        return [EngineRequest(text, tuple(decode_images(shown)),
+                              EngineVideo(tuple(decode_frames(shown)), shown.video_fps))
+                for text, shown in zip(prompt_texts(self.loaded, rows), shown_rows(self.loaded, rows), strict=True)]
+
     def generate_batch(self, rows: Sequence[TaskItem], settings: GenerationSettings, batch_index: int,
                        first_position: int) -> list[GeneratedSample]:
-        texts = prompt_texts(self.loaded, rows)
-        requests = [EngineRequest(text, tuple(decode_images(row))) for text, row in zip(texts, rows, strict=True)]
+        requests = self.requests(rows)
         params = [sampling_params(self.engine, settings, self.eos_ids, settings.seed + first_position + i)
                   for i in range(len(rows))]
         started = time.perf_counter()
@@ -106,14 +124,16 @@ class VLLMRowGenerator:
                 batch_latency_ms=batch_ms,
                 batch_index=batch_index,
                 batch_size=len(rows),
+                video_frames=len(row.video),
             ))
         return samples
 
 
 @contextmanager
 def vllm_row_generator(loaded: LoadedVLM, settings: GenerationSettings,
-                       max_images: int = 1) -> Iterator[VLLMRowGenerator]:
+                       limits: MediaLimits) -> Iterator[VLLMRowGenerator]:
     """An engine for ``loaded``'s model (its backend's engine settings, seeded with ``settings.seed``) taking
-    up to ``max_images`` images per prompt, shut down on exit."""
-    with started_engine(loaded.source, loaded.dtype, settings.seed, max_images=max_images) as engine:
+    up to ``limits``' images and videos per prompt, shut down on exit."""
+    check_engine_video(loaded.processor, loaded.source.label, limits)
+    with started_engine(loaded.source, loaded.dtype, settings.seed, limits=limits) as engine:
         yield VLLMRowGenerator(engine, loaded)

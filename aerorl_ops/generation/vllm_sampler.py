@@ -29,7 +29,17 @@ from PIL import Image
 from aerorl_ops.generation.batched import eos_token_ids, trim_after_eos
 from aerorl_ops.generation.policy_weights import policy_weights
 from aerorl_ops.generation.suppression import suppressed_token_ids
-from aerorl_ops.generation.vllm_engine import Engine, EngineOutput, EngineRequest, start_engine
+from aerorl_ops.generation.vllm_engine import (
+    NO_VIDEO,
+    SINGLE_IMAGE,
+    Engine,
+    EngineOutput,
+    EngineRequest,
+    EngineVideo,
+    MediaLimits,
+    check_engine_video,
+    start_engine,
+)
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
 from aerorl_ops.models.loading import LoadedVLM, model_config
 
@@ -79,12 +89,14 @@ class VLLMSampler:
 
     @classmethod
     def start(cls, loaded: LoadedVLM, backend: GenerationBackend | None = None, seed: int = 0,
-              sleep_mode: bool = False, max_images: int = 1) -> VLLMSampler:
+              sleep_mode: bool = False, limits: MediaLimits = SINGLE_IMAGE) -> VLLMSampler:
         """An engine for ``loaded``'s checkpoint (``backend``'s engine settings; default: the source's own
         when it is a vLLM source, else vLLM's defaults), in ``loaded``'s dtype, beside it on its device: on
         a GPU, settings without ``gpu_memory_utilization`` take :func:`colocated_memory_utilization` of the
         memory free now. With ``sleep_mode`` it can :meth:`sleep` (CUDA only). A prompt may show up to
-        ``max_images`` images."""
+        ``limits``' images and videos; a family whose video vLLM cannot take is refused first
+        (``vllm_engine.check_engine_video``)."""
+        check_engine_video(loaded.processor, loaded.source.label, limits)
         source = loaded.source
         if backend is None:
             backend = source.backend if source.backend.name == VLLM_BACKEND else GenerationBackend(VLLM_BACKEND)
@@ -92,8 +104,7 @@ class VLLMSampler:
             free, total = torch.cuda.mem_get_info(loaded.device)
             backend = replace(backend, gpu_memory_utilization=colocated_memory_utilization(free, total))
         engine_source = replace(source, backend=backend)
-        return cls(start_engine(engine_source, loaded.dtype, seed, sleep_mode=sleep_mode, max_images=max_images),
-                   loaded)
+        return cls(start_engine(engine_source, loaded.dtype, seed, sleep_mode=sleep_mode, limits=limits), loaded)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Load ``model``'s current weights into the engine, one layer at a time (``policy_weights``: a
@@ -112,31 +123,35 @@ class VLLMSampler:
         self.engine.wake_up()
 
     def sample(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
-               sampling: SamplingLike | None, n: int | Sequence[int] = 1, seed: int | None = None) -> SampledReplies:
+               sampling: SamplingLike | None, n: int | Sequence[int] = 1, seed: int | None = None,
+               videos: Sequence[EngineVideo] = ()) -> SampledReplies:
         """``n`` replies to each chat-templated prompt with its images (``n[i]`` to prompt i when a
-        sequence), prompt-major; greedy when ``sampling`` is None.
+        sequence), prompt-major; greedy when ``sampling`` is None. ``videos``: each prompt's video (none: no
+        prompt shows one).
 
         With ``seed``, prompt i is sampled with seed ``seed + i``: the same seed and prompts give the
         same replies whatever else the engine runs.
         """
-        outputs = self._run(prompts, images, max_new_tokens, sampling, n, seed, logprobs=False)
+        outputs = self._run(prompts, images, videos, max_new_tokens, sampling, n, seed, logprobs=False)
         return self._replies(outputs, max_new_tokens)
 
     def sample_with_logprobs(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]],
                              max_new_tokens: int, sampling: SamplingLike | None, n: int | Sequence[int] = 1,
-                             seed: int | None = None) -> tuple[SampledReplies, list[list[float]]]:
+                             seed: int | None = None,
+                             videos: Sequence[EngineVideo] = ()) -> tuple[SampledReplies, list[list[float]]]:
         """:meth:`sample`, plus the engine's log-probability of each reply token: for checks against
         the policy's own, never for training."""
-        outputs = self._run(prompts, images, max_new_tokens, sampling, n, seed, logprobs=True)
+        outputs = self._run(prompts, images, videos, max_new_tokens, sampling, n, seed, logprobs=True)
         replies = self._replies(outputs, max_new_tokens)
         logprobs = [list(row) for output in outputs for row in output.logprobs]
         return replies, [row[: len(ids)] for row, ids in zip(logprobs, replies.token_ids, strict=True)]
 
-    def _run(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], max_new_tokens: int,
-             sampling: SamplingLike | None, n: int | Sequence[int], seed: int | None,
+    def _run(self, prompts: Sequence[str], images: Sequence[Sequence[Image.Image]], videos: Sequence[EngineVideo],
+             max_new_tokens: int, sampling: SamplingLike | None, n: int | Sequence[int], seed: int | None,
              logprobs: bool) -> list[EngineOutput]:
-        requests = [EngineRequest(prompt, tuple(row_images))
-                    for prompt, row_images in zip(prompts, images, strict=True)]
+        requests = [EngineRequest(prompt, tuple(row_images), video)
+                    for prompt, row_images, video in zip(prompts, images, videos or [NO_VIDEO] * len(prompts),
+                                                         strict=True)]
         counts = [n] * len(prompts) if isinstance(n, int) else list(n)
         if len(counts) != len(prompts):
             raise ValueError(f"n has {len(counts)} counts for {len(prompts)} prompts")

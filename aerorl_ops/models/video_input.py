@@ -8,7 +8,7 @@
   vision-token mask counts (``models.vision_tokens``). The video goes through the same vision tower as
   images, so a frozen tower or LoRA treats it as it treats images.
 - ``IMAGES``: the family's processor has no video processor (Gemma 3, LLaVA, Idefics3, PaliGemma...):
-  the frames are shown as images (``envs.video_messages.frames_as_images``).
+  the frames are shown as images (``rows.video_messages.frames_as_images``).
 
 A batch a family's model cannot take (video and images together, ``check_batch_mix``) is refused in one line
 (:class:`VideoRefused`).

@@ -169,15 +169,19 @@ GENERATION_FIELDS = (
     pa.field("vision_tokens", pa.int32()),
     pa.field("batch_index", pa.int32()),
 )
-"""One generated sample (``aerorl_ops.generation.generations_table.GENERATION_SCHEMA`` adds its batch size
-and its image count)."""
+"""One generated sample (``aerorl_ops.generation.generations_table.GENERATION_SCHEMA`` adds its batch size,
+its image count and its video's frames)."""
 IMAGE_COUNT = pa.field("image_count", pa.int32())
 """How many images the sample's prompt showed (``vision_tokens`` counts all of theirs). Added last, so a table
 made before it gains it through ``ensure_tables`` in the same place; its earlier rows hold NULL."""
+VIDEO_FRAMES = pa.field("video_frames", pa.int32())
+"""How many frames of a video the sample's prompt showed (0: no video; ``vision_tokens`` counts theirs too), as a
+video or as images as its model takes it. Added last, as ``image_count`` was; earlier rows hold NULL."""
 
 GENERATIONS = TableSpec(
     "generations",
-    pa.schema([*BENCHMARK_KEY, *GENERATION_FIELDS, pa.field("dagster_run_id", pa.string()), IMAGE_COUNT]),
+    pa.schema([*BENCHMARK_KEY, *GENERATION_FIELDS, pa.field("dagster_run_id", pa.string()), IMAGE_COUNT,
+               VIDEO_FRAMES]),
     _BENCHMARK_KEY_COLUMNS,
 )
 

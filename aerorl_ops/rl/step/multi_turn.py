@@ -21,9 +21,10 @@ budget's cut) finds the later turns' images again by replaying the episode (``re
 With a ``ReplySampler`` (``rollout_backend = "vllm"``), each turn's replies come from the engine instead,
 one request per episode: the conversation so far as text (the first turn's prompt, each reply decoded
 with its special tokens, each environment turn as the chat template writes it, image placeholders
-unexpanded) with every image shown so far (``episode_images`` sizes the engine's per-prompt limit). The
-completion still holds the sampled token ids, which the policy scores; only the engine's view of an
-earlier reply is its text re-tokenized, the same ids unless a reply's text tokenizes another way.
+unexpanded) with every image shown so far and the first turn's video (``episode_limits`` sizes the engine's
+per-prompt limits). The completion still holds the sampled token ids, which the policy scores; only the
+engine's view of an earlier reply is its text re-tokenized, the same ids unless a reply's text tokenizes
+another way.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv, items_at
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling, generate_replies
-from aerorl_ops.eval_runner.replies import encode_observations, media_kwargs, observation_prompts, shown_observations
-from aerorl_ops.generation.batched import eos_token_ids, max_image_count
+from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
+from aerorl_ops.generation.batched import eos_token_ids
+from aerorl_ops.generation.shown_video import media_kwargs, media_limits, shown_videos
+from aerorl_ops.generation.vllm_engine import EngineVideo, MediaLimits
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.step.per_token_inputs import OWN_INPUTS, per_token_names, token_typed_names
@@ -59,10 +62,11 @@ def max_turns(env: TaskEnv) -> int:
     return int(getattr(env, "max_turns", 1))
 
 
-def episode_images(env: TaskEnv) -> int:
-    """The most images one episode of ``env`` may show, as a sampler's per-prompt limit: its items' most (at
-    least 1), once per turn (an environment turn is taken to show no more images than the first turn)."""
-    return max_image_count(env.items) * max_turns(env)
+def episode_limits(loaded: LoadedVLM, env: TaskEnv) -> MediaLimits:
+    """The most images and videos one episode of ``env`` may show ``loaded``'s model, as a sampler's per-prompt
+    limits: its items' most as shown (a video as images where the model takes no video: ``shown_video``), the
+    images once per turn (an environment turn is taken to show no more images than the first turn)."""
+    return media_limits(shown_videos(loaded, env.items), max_turns(env))
 
 
 @dataclass(frozen=True)
@@ -141,13 +145,13 @@ def encode_episodes(loaded: LoadedVLM, observations: Sequence[Observation], late
         raise ValueError("an environment turn shows an image in an episode whose first turn shows none: this "
                          "model types its image tokens, and multi-turn episodes take the types from the first "
                          "turn's prompt; show an image in the first turn")
-    shown = shown_observations(loaded, observations)  # a first turn's video as the model takes it
+    shown = shown_videos(loaded, observations)  # a first turn's video as the model takes it
     texts = [prompt + "".join(turn.text for turn in turns)
              for prompt, turns in zip(observation_prompts(loaded, shown), later, strict=True)]
     images = [list(o.images) + [image for turn in turns for image in turn.images]
               for o, turns in zip(shown, later, strict=True)]
-    whole = loaded.on_device(loaded.processor(text=texts, **media_kwargs(loaded, shown, texts, images),
-                                              return_tensors="pt", padding=True))
+    media = media_kwargs(loaded, texts, images, [o.video for o in shown], [o.video_fps for o in shown])
+    whole = loaded.on_device(loaded.processor(text=texts, **media, return_tensors="pt", padding=True))
     per_token = (*OWN_INPUTS, *per_token_names(inputs))
     for name, value in whole.items():
         if name not in per_token:
@@ -241,15 +245,13 @@ def _sampled(loaded: LoadedVLM, sampler: ReplySampler, observations: Sequence[Ob
              seed: int | None) -> Replies:
     """The episodes' next replies from ``sampler``, one request each: its conversation so far as text (the first
     turn's prompt, then each reply and environment turn as written) with every image shown so far, in order."""
-    shown = shown_observations(loaded, observations)
-    if any(o.video for o in shown):
-        raise ValueError("a multi-turn episode shows a video, which a vLLM sampler does not take here: sample its "
-                         'rollouts with rollout_backend = "hf"')
+    shown = shown_videos(loaded, observations)  # a first turn's video as the model takes it
     prompts = [prompt + episode.text for prompt, episode in zip(observation_prompts(loaded, shown), episodes,
                                                                   strict=True)]
     images = [[*o.images, *(image for turn in episode.later for image in turn.images)]
               for o, episode in zip(shown, episodes, strict=True)]
-    return Replies(*sampler.sample(prompts, images, max_new_tokens, sampling, n=1, seed=seed))
+    return Replies(*sampler.sample(prompts, images, max_new_tokens, sampling, n=1, seed=seed,
+                                   videos=[EngineVideo(o.video, o.video_fps) for o in shown]))
 
 
 def sample_episodes(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem], max_new_tokens: int,

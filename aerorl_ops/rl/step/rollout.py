@@ -36,9 +36,11 @@ from aerorl_ops.eval_runner.episodes import (
     micro_batches,
     observe_all,
 )
-from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts, shown_observations
+from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
 from aerorl_ops.generation.generator_sampling import PrivateRng
+from aerorl_ops.generation.shown_video import shown_videos
+from aerorl_ops.generation.vllm_engine import EngineVideo
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.step.multi_turn import encode_episodes, max_turns, replayed_turns, sample_episodes
@@ -112,12 +114,10 @@ def sample_parts(loaded: LoadedVLM, env: TaskEnv, parts: Sequence[Sequence[Promp
         if sampler is not None:
             seed = None if seeds is None else seeds[k] * SEEDS_PER_PART % 2**62
             firsts, counts = prompt_runs([p.group for p in part])  # one request per prompt, n = its replies here
-            asked = shown_observations(loaded, [observations[row] for row in firsts])
-            if any(o.video for o in asked):
-                raise ValueError(f"environment {env.name!r} shows a video, which a vLLM sampler does not take here: "
-                                 "sample its rollouts with rollout_backend = \"hf\"")
+            asked = shown_videos(loaded, [observations[row] for row in firsts])
             replies = Replies(*sampler.sample(observation_prompts(loaded, asked), [o.images for o in asked],
-                                              max_new_tokens, sampling, n=counts, seed=seed))
+                                              max_new_tokens, sampling, n=counts, seed=seed,
+                                              videos=[EngineVideo(o.video, o.video_fps) for o in asked]))
         else:
             draws = None if seeds is None or rng is None else rng.part(seeds[k])
             if seeds is not None and rng is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aerorl_ops.config.fields import ConfigError
+from aerorl_ops.generation.vllm_engine import SINGLE_IMAGE, MediaLimits
 from aerorl_ops.models.entry import VLLM_BACKEND, GenerationBackend
 from aerorl_ops.models.loading import LoadedVLM
 
@@ -34,22 +35,22 @@ class RolloutEngine:
         self.sampler: VLLMSampler | None = None
         self.asleep = False
 
-    def synced(self, loaded: LoadedVLM, max_images: int = 1) -> VLLMSampler | None:
-        """With ``rollout_backend = "vllm"``, the engine (started on first use, for prompts of up to
-        ``max_images`` images; woken if asleep) holding ``loaded``'s current weights; None for the policy's
+    def synced(self, loaded: LoadedVLM, limits: MediaLimits = SINGLE_IMAGE) -> VLLMSampler | None:
+        """With ``rollout_backend = "vllm"``, the engine (started on first use, for prompts within ``limits``' images
+        and videos; woken if asleep) holding ``loaded``'s current weights; None for the policy's
         own ``generate``. With several ranks every rank calls this at once (engines start, and a sharded
         policy is gathered, together)."""
         if self.backend != VLLM_BACKEND:
             return None
         if self.sampler is None:
-            self.sampler = self._started(loaded, max_images)
+            self.sampler = self._started(loaded, limits)
         if self.asleep:
             self.sampler.wake_up()
             self.asleep = False
         self.sampler.sync_weights(loaded.model)
         return self.sampler
 
-    def _started(self, loaded: LoadedVLM, max_images: int) -> VLLMSampler:
+    def _started(self, loaded: LoadedVLM, limits: MediaLimits) -> VLLMSampler:
         from aerorl_ops.generation.vllm_engine import INSTALL_STEPS, VLLMNotInstalledError
         from aerorl_ops.generation.vllm_sampler import VLLMSampler
 
@@ -60,7 +61,7 @@ class RolloutEngine:
                               f"{tensor_parallel}: set tensor_parallel_size = 1 in the model's [models.<key>] table")
         try:
             return VLLMSampler.start(loaded, self.settings, seed=self.seed, sleep_mode=self.sleep_mode,
-                                     max_images=max_images)
+                                     limits=limits)
         except VLLMNotInstalledError as error:
             raise VLLMNotInstalledError(
                 f'rollout_backend = "vllm" needs vLLM, which is not installed in this Python environment. '

@@ -80,7 +80,7 @@ from aerorl_ops.rl.runtime.sharding import held_bytes, sharding_for
 from aerorl_ops.rl.runtime.value_head import ValueHead
 from aerorl_ops.rl.step.behaviour import BehaviourWeights, SamplingWeights
 from aerorl_ops.rl.step.loss import RLLoss, Targets
-from aerorl_ops.rl.step.multi_turn import episode_images
+from aerorl_ops.rl.step.multi_turn import episode_limits
 from aerorl_ops.rl.step.phase_clock import PhaseClock
 from aerorl_ops.rl.step.rollout import supervised_batch
 from aerorl_ops.rl.step.rollout_ahead import RolloutAhead, ahead_job
@@ -311,7 +311,7 @@ class RLTrainer:
         rollout = self._ahead.take(self.state.step, env, prompts) if sampling.off_policy else None
         if rollout is None:  # not sampled during the previous update
             rollout = step_rollout(sampling.loaded, env, prompts, settings, self.dp, self._sample_seed,
-                                   self.rollouts.synced(loaded, episode_images(env)), more_prompts)
+                                   self.rollouts.synced(loaded, episode_limits(loaded, env)), more_prompts)
             self.rollouts.sleep()  # vllm_sleep_mode: the update has the device until the next sync
         clock.mark("rollout_s")
         share, lengths, outcomes = rollout.share, rollout.lengths, rollout.outcomes  # [B] each

@@ -1,5 +1,5 @@
 """JSONL rows with a ``video`` (frame files or a PyAV-decoded file): items, messages, observations, settings,
-rejections with their reasons, the rows file and the benchmark's refusal; rows without a video unchanged."""
+rejections with their reasons, the rows file and the benchmark row; rows without a video unchanged."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import pytest
 
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.envs import video_messages, video_rows
+from aerorl_ops.envs import video_rows
 from aerorl_ops.envs.cached import items_sha256
 from aerorl_ops.envs.configured import benchmark_row, dataset_env
 from aerorl_ops.envs.registry import env_settings, make_env
 from aerorl_ops.envs.types import Observation
-from aerorl_ops.envs.video_messages import frames_as_images
+from aerorl_ops.rows import video_messages
 from aerorl_ops.rows.item_table import items_to_table, table_to_items
-from aerorl_ops.rows.load_result import RejectedRow
 from aerorl_ops.rows.task_item import image_sha256
+from aerorl_ops.rows.video_messages import frames_as_images
 from tests.aerorl_ops.rows.video_clips import PALETTE, frame_png, write_clip, write_frames
 
 pytest.importorskip("av", reason="PyAV (the [envs] extra) decodes video files")
@@ -116,17 +116,15 @@ def test_rows_without_a_video_hash_as_before(tiny_files):
     assert items_sha256([item]) == expected
 
 
-def test_a_video_row_round_trips_through_a_rows_table_and_the_benchmark_refuses_it(tiny_files):
+def test_a_video_row_round_trips_through_a_rows_table_and_is_a_benchmark_row(tiny_files):
     env = make_env("jsonl", path=str(tiny_files.jsonl("clips.jsonl", video_lines(tiny_files))))
     table = items_to_table(env.items)
 
     assert table_to_items(table) == list(env.items)
     assert table_to_items(table.drop_columns(["video", "video_fps"]))[2] == env.items[2]  # an older file
     assert items_sha256(env.items[:1]) != items_sha256([replace(env.items[0], video=env.items[0].video[:1])])
-    rejected = benchmark_row(env.items[1], "clips")
-    assert isinstance(rejected, RejectedRow) and rejected.sample_id == "v2"
-    assert rejected.reason == "has a video; the benchmark shows images only (a video row trains and evaluates " \
-                              "through its environment)"
+    row = benchmark_row(env.items[1], "renamed")
+    assert row == replace(env.items[1], dataset="renamed")  # its frames as sampled when read, as training's
 
 
 def test_frames_shown_as_images_take_the_video_part_place():

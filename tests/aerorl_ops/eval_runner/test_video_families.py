@@ -1,13 +1,17 @@
 """A row's video as a video, through each family's own video processor: Qwen2-VL's tensors and its vision-token
 mask counting ``<|video_pad|>``, every video family's mask and forward pass (Qwen2-VL, Qwen3-VL, LLaVA-OneVision,
 InternVL, SmolVLM2), the frame rate reaching Qwen2.5-VL, SmolVLM2's refusal of a batch mixing video and images,
-and short training steps (a frozen vision encoder, LoRA, an RL step) on a one-item environment with a video row.
+short training steps (a frozen vision encoder, LoRA, an RL step) on a one-item environment with a video row, a
+rollout sampler asked with the row's video, and a vLLM engine's refusal of SmolVLM2's video (vLLM's model of it
+takes images only; the engines themselves: ``tests/aerorl_ops/generation/test_vllm_video.py``).
 
 Stock video processors need torchvision (``make setup`` installs it). Frames come from frame files: no PyAV
 needed.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -19,6 +23,8 @@ from aerorl_ops.envs.registry import make_env
 from aerorl_ops.envs.types import Observation
 from aerorl_ops.eval_runner.episodes import Sampling
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
+from aerorl_ops.generation.vllm_engine import MediaLimits, check_engine_video
+from aerorl_ops.generation.vllm_sampler import VLLMSampler
 from aerorl_ops.models.family_parts import part_parameters
 from aerorl_ops.models.video_input import VideoMode, VideoRefused, video_mode
 from aerorl_ops.rl.runtime.lora import lora_layers
@@ -153,14 +159,36 @@ def test_a_supervised_step_on_a_video_row_trains_all_but_the_frozen_encoder(tiny
     assert all(not torch.equal(after[n], before[n]) for n in after if n not in encoder)
 
 
-def test_a_vllm_sampler_refuses_a_video_in_one_line(tiny_vlm, video_env):
-    class NoSampler:
-        def sample(self, *args, **kwargs):
-            raise AssertionError("the sampler was asked")
+def test_a_reply_sampler_is_asked_with_the_rows_video(tiny_vlm, video_env):
+    asked = []
 
-    with pytest.raises(ValueError, match='^environment \'clips\' shows a video, which a vLLM sampler does not take '
-                                         'here: sample its rollouts with rollout_backend = "hf"$'):
-        sample_parts(tiny_vlm, video_env, [drawn_prompts(video_env, [0])], 3, Sampling(), sampler=NoSampler())
+    class RecordingSampler:
+        def sample(self, prompts, images, max_new_tokens, sampling, n=1, seed=None, videos=()):
+            asked.append((prompts, images, videos, n))
+            return [[5, 6]], ["r"], [False]
+
+    sample_parts(tiny_vlm, video_env, [drawn_prompts(video_env, [0])], 3, Sampling(), sampler=RecordingSampler())
+
+    ((prompts, images, videos, n),) = asked
+    assert "<|vision_start|><|video_pad|><|vision_end|>" in prompts[0] and images == [()] and n == [1]
+    ((frames, fps),) = videos
+    assert len(frames) == 4 and fps == pytest.approx(4 / 3)  # the environment's sampled frames and their rate
+
+
+@pytest.mark.parametrize(("family", "processor", "why"), [
+    ("smolvlm2", "SmolVLMProcessor", "vLLM's SmolVLM model (Idefics3) takes images only, no video"),
+    ("internvl", "InternVLProcessor", "vLLM's InternVL fills a video's frames with <video> context tokens where "
+                                      "transformers' model reads <IMG_CONTEXT>")])
+def test_a_vllm_engine_refuses_a_familys_video_in_one_line_before_it_starts(tiny_family_vlm, family, processor, why):
+    loaded = tiny_family_vlm(family)
+    check_engine_video(loaded.processor, f"tiny-{family}", MediaLimits(images=1, videos=0))  # images only: taken
+    with pytest.raises(VideoRefused, match=f"^model tiny-{family} \\({processor}\\) is shown a video, which vLLM "
+                                           f"cannot take for it: {re.escape(why)}.*; generate with the transformers "
+                                           "backend") as refused:
+        check_engine_video(loaded.processor, f"tiny-{family}", MediaLimits(images=1, videos=1))
+    assert "\n" not in str(refused.value)
+    with pytest.raises(VideoRefused, match=f"^model .* \\({processor}\\) is shown a video"):
+        VLLMSampler.start(loaded, limits=MediaLimits(images=1, videos=1))
 
 
 def test_lora_and_an_rl_step_on_a_video_row(tiny_model_dir, video_env):

@@ -28,11 +28,13 @@ from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.eval_runner.runner import evaluate_model
-from aerorl_ops.generation import backends, batched, partition_run, prompts, vllm_backend, vllm_engine
-from aerorl_ops.generation.batched import encode_prompts, generate_rows, max_image_count, prompt_texts
+from aerorl_ops.generation import backends, batched, partition_run, prompts, shown_video, vllm_backend, vllm_engine
+from aerorl_ops.generation.batched import encode_prompts, generate_rows, prompt_texts, shown_rows
 from aerorl_ops.generation.generations_table import generations_table
 from aerorl_ops.generation.prompts import benchmark_messages, chat_messages
+from aerorl_ops.generation.shown_video import media_limits
 from aerorl_ops.generation.validation import split_valid_generations
+from aerorl_ops.generation.vllm_engine import MediaLimits
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.loading import ModelSource
 from aerorl_ops.rl.run.phases import run_training
@@ -61,7 +63,7 @@ SINGLE = TaskItem("single", "pairs", "test", "pairs.jsonl", "What colour?", ("re
 
 
 def test_the_docstring_examples_of_the_multi_image_modules_hold():
-    for module in (prompts, batched, vllm_engine, image_markers, item_table):
+    for module in (prompts, batched, shown_video, vllm_engine, image_markers, item_table):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 
@@ -128,44 +130,46 @@ def test_a_generations_table_cached_before_image_count_gains_it_as_null():
     assert accepted.schema.metadata == {b"aerorl.partition_stats": b"{}"}
 
 
-def test_the_vllm_engine_takes_as_many_images_per_prompt_as_the_largest_row():
-    assert (max_image_count([SINGLE]), max_image_count([PAIR, SINGLE]), max_image_count([])) == (1, 2, 1)
+def test_the_vllm_engine_takes_as_many_images_per_prompt_as_the_largest_row(tiny_vlm):
+    limits = [media_limits(shown_rows(tiny_vlm, rows)) for rows in ([SINGLE], [PAIR, SINGLE], [])]
+    assert limits == [MediaLimits(1, 0), MediaLimits(2, 0), MediaLimits(1, 0)]
     source = ModelSource("/m", backend=GenerationBackend("vllm"))
-    kwargs = vllm_engine.llm_kwargs(source, "/m", torch.float32, 0, sleep_mode=False, max_images=2, on_cpu=True,
-                                    in_process_group=False)
+    kwargs = vllm_engine.llm_kwargs(source, "/m", torch.float32, 0, sleep_mode=False, limits=MediaLimits(2),
+                                    on_cpu=True, in_process_group=False)
     assert kwargs["limit_mm_per_prompt"] == {"image": 2, "video": 0} and kwargs["enable_chunked_prefill"] is False
-    single = vllm_engine.llm_kwargs(source, "/m", torch.float32, 0, sleep_mode=False, max_images=1, on_cpu=False,
-                                    in_process_group=False)
+    single = vllm_engine.llm_kwargs(source, "/m", torch.float32, 0, sleep_mode=False, limits=vllm_engine.SINGLE_IMAGE,
+                                    on_cpu=False, in_process_group=False)
     assert single["limit_mm_per_prompt"] == {"image": 1, "video": 0}  # what every engine was started with before
     own = ModelSource("/m", backend=GenerationBackend("vllm", engine_args=(("limit_mm_per_prompt", {"image": 5}),)))
-    assert vllm_engine.llm_kwargs(own, "/m", torch.float32, 0, sleep_mode=False, max_images=2, on_cpu=False,
+    assert vllm_engine.llm_kwargs(own, "/m", torch.float32, 0, sleep_mode=False, limits=MediaLimits(2), on_cpu=False,
                                   in_process_group=False)["limit_mm_per_prompt"] == {"image": 5}
     with pytest.raises(ValueError, match="max_images must be >= 1, got 0"):
-        vllm_engine.engine_defaults(0)
+        vllm_engine.engine_defaults(MediaLimits(0))
 
 
 def test_a_partition_starts_its_engine_for_its_largest_row(tiny_vlm, monkeypatch):
     started = []
 
     @contextmanager
-    def fake_engine(source, dtype, seed, max_images=1):
-        started.append(max_images)
+    def fake_engine(source, dtype, seed, limits=vllm_engine.SINGLE_IMAGE):
+        started.append(limits)
         yield None
 
     monkeypatch.setattr(vllm_backend, "started_engine", fake_engine)
-    with backends.ROW_GENERATORS["vllm"](tiny_vlm, GenerationSettings(), 2):
+    with backends.ROW_GENERATORS["vllm"](tiny_vlm, GenerationSettings(), MediaLimits(2)):
         pass
     opened = []
 
     @contextmanager
-    def recording(loaded, settings, max_images=1):
-        opened.append(max_images)
-        with backends.hf_row_generator(loaded, settings) as generator:
+    def recording(loaded, settings, limits):
+        opened.append(limits)
+        with backends.hf_row_generator(loaded, settings, limits) as generator:
             yield generator
 
     monkeypatch.setattr(partition_run, "open_row_generator", recording)
     table = partition_run.run_generation(tiny_vlm, [SINGLE, PAIR], 2, GenerationSettings(max_new_tokens=1))
-    assert started == [2] and opened == [2] and table.column("image_count").to_pylist() == [1, 2]
+    assert started == [MediaLimits(2, 0)] and opened == [MediaLimits(2, 0)]
+    assert table.column("image_count").to_pylist() == [1, 2]
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +227,7 @@ def test_a_tiny_rl_run_trains_on_two_image_questions(tiny_model_dir, pairs_env, 
 
 
 def test_a_rollout_engine_starts_for_as_many_images_as_it_is_asked(tiny_vlm, monkeypatch):
-    """The trainer asks for the training items' largest image count (``max_image_count(env.items)``)."""
+    """The trainer asks for the training items' largest image count (``multi_turn.episode_limits``)."""
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.rl.step.rollout_engine import RolloutEngine
 
@@ -233,16 +237,16 @@ def test_a_rollout_engine_starts_for_as_many_images_as_it_is_asked(tiny_vlm, mon
         def sync_weights(self, model) -> None:
             started.append("synced")
 
-    def start(cls, loaded, backend=None, seed=0, sleep_mode=False, max_images=1):
-        started.append(max_images)
+    def start(cls, loaded, backend=None, seed=0, sleep_mode=False, limits=vllm_engine.SINGLE_IMAGE):
+        started.append(limits)
         return Synced()
 
     monkeypatch.setattr(VLLMSampler, "start", classmethod(start))
     engine = RolloutEngine("vllm", None, seed=0)
-    engine.synced(tiny_vlm, max_images=2)
-    engine.synced(tiny_vlm, max_images=2)  # started once, synced each time
-    assert started == [2, "synced", "synced"]
-    assert RolloutEngine("hf", None, seed=0).synced(tiny_vlm, max_images=2) is None
+    engine.synced(tiny_vlm, MediaLimits(2))
+    engine.synced(tiny_vlm, MediaLimits(2))  # started once, synced each time
+    assert started == [MediaLimits(2, 0), "synced", "synced"]
+    assert RolloutEngine("hf", None, seed=0).synced(tiny_vlm, MediaLimits(2)) is None
 
 
 def test_an_eval_id_changes_with_max_images_only_off_its_default():

@@ -86,14 +86,16 @@ def test_greedy_vllm_equals_transformers_on_every_benchmark_row(tiny_vlm, tiny_m
     import torch
 
     from aerorl_ops.generation.backends import open_row_generator
-    from aerorl_ops.generation.batched import max_image_count
+    from aerorl_ops.generation.batched import shown_rows
+    from aerorl_ops.generation.shown_video import media_limits
+    from aerorl_ops.generation.vllm_engine import MediaLimits
     from aerorl_ops.models.loading import load_vlm
     from assets.project import benchmark_config
 
     settings = benchmark_config().generation
     assert not settings.do_sample and benchmark_rows  # greedy, on the shipped config's rows (152 as shipped)
-    images = max_image_count(benchmark_rows)
-    assert images == 7  # 144 rows of one image, and 8 ARC rows of 5 to 7: the engine takes 7 a prompt
+    images = media_limits(shown_rows(tiny_vlm, benchmark_rows))
+    assert images == MediaLimits(7, 0)  # 144 rows of one image, and 8 ARC rows of 5 to 7: the engine takes 7 a prompt
     with open_row_generator(tiny_vlm, settings, images) as generator:
         hf = generator.generate_rows(benchmark_rows, 8, settings)
     engine_served = load_vlm(vllm_source(tiny_model_dir), torch.device("cpu"))
@@ -289,15 +291,15 @@ def test_a_two_image_row_through_the_engine_is_recorded_as_through_transformers(
 
     from aerorl_ops.config.generation import GenerationSettings
     from aerorl_ops.generation.backends import open_row_generator
-    from aerorl_ops.generation.batched import max_image_count
+    from aerorl_ops.generation.vllm_engine import MediaLimits
     from aerorl_ops.models.loading import load_vlm
     from tests.aerorl_ops.generation.test_multi_image_rows import PAIR, SINGLE
 
     rows, settings = [PAIR, SINGLE], GenerationSettings(max_new_tokens=4)
-    with open_row_generator(tiny_vlm, settings, max_image_count(rows)) as generator:
+    with open_row_generator(tiny_vlm, settings, MediaLimits(images=2)) as generator:
         hf = generator.generate_rows(rows, 2, settings)
     engine_served = load_vlm(vllm_source(tiny_model_dir), torch.device("cpu"))
-    with open_row_generator(engine_served, settings, max_image_count(rows)) as generator:
+    with open_row_generator(engine_served, settings, MediaLimits(images=2)) as generator:
         served = generator.generate_rows(rows, 2, settings)
     assert [(s.image_count, s.vision_tokens) for s in served] == [(2, 48), (1, 16)]
     assert [observable(s) for s in served] == [observable(s) for s in hf]

@@ -120,15 +120,13 @@ def recording_decoded_ids(loaded, monkeypatch) -> Iterator[list[list[int]]]:
 
 
 def engine_greedy_logprobs(generator, loaded, rows) -> list[tuple[list[int], list[float]]]:
-    """The started engine's greedy replies to ``rows`` (the backend's prompts and images) with the
+    """The started engine's greedy replies to ``rows`` (the backend's prompts, images and videos) with the
     engine's log-probability of each reply token."""
-    from aerorl_ops.generation.batched import decode_images, eos_token_ids, prompt_texts
-    from aerorl_ops.generation.vllm_engine import EngineRequest
+    from aerorl_ops.generation.batched import eos_token_ids
 
     engine = generator.engine
     params = engine.sampling_params(max_tokens=MAX_NEW_TOKENS, stop_token_ids=eos_token_ids(loaded), logprobs=True)
-    requests = [EngineRequest(text, tuple(decode_images(row))) for text, row in zip(prompt_texts(loaded, rows), rows,
-                                                                                    strict=True)]
+    requests = generator.requests(rows)
     return [(list(output.token_ids[0]), list(output.logprobs[0]))
             for output in engine.run(requests, [params] * len(requests))]
 

@@ -41,7 +41,7 @@ TABLES = {
         "NOT NULL, dataset VARCHAR, prompt VARCHAR, response VARCHAR, raw_response VARCHAR, reference "
         "VARCHAR[], evidence_entities VARCHAR[], claimed_entities VARCHAR[], latency_ms DOUBLE, "
         "batch_latency_ms DOUBLE, generated_tokens INTEGER, prompt_text_tokens INTEGER, vision_tokens "
-        "INTEGER, batch_index INTEGER, dagster_run_id VARCHAR, image_count INTEGER"
+        "INTEGER, batch_index INTEGER, dagster_run_id VARCHAR, image_count INTEGER, video_frames INTEGER"
     ),
     "reward_scores": (
         "run_id VARCHAR NOT NULL, model_key VARCHAR NOT NULL, batch_size INTEGER NOT NULL, sample_id VARCHAR "
@@ -148,7 +148,7 @@ def test_a_type_without_a_duckdb_column_type_is_refused_where_the_table_is_decla
 def test_partition_outputs_hold_their_tables_columns_less_the_key():
     generation_columns = [n for n in GENERATIONS.column_names if n not in ("run_id", "model_key", "dagster_run_id")]
     assert sorted(GENERATION_SCHEMA.names) == sorted(generation_columns)
-    assert GENERATION_SCHEMA.names[-2:] == ["batch_size", "image_count"]
+    assert GENERATION_SCHEMA.names[-3:] == ["batch_size", "image_count", "video_frames"]
     assert SCORE_SCHEMA.names == [n for n in REWARD_SCORES.column_names if n not in KEY]
     for schema, spec in ((GENERATION_SCHEMA, GENERATIONS), (SCORE_SCHEMA, REWARD_SCORES)):
         for field in schema:

@@ -122,7 +122,7 @@ class PlannedSampler:
     def __init__(self, loaded, words):
         self.loaded, self.words, self.requests = loaded, list(words), []
 
-    def sample(self, prompts, images, max_new_tokens, sampling, n=1, seed=None):
+    def sample(self, prompts, images, max_new_tokens, sampling, n=1, seed=None, videos=()):
         self.requests.append((list(prompts), [len(row) for row in images], seed))
         word = self.words[len(self.requests) - 1]
         ids = self.loaded.tokenizer.encode(word, add_special_tokens=False) + [self.loaded.tokenizer.eos_token_id]

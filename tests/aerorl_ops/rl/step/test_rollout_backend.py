@@ -22,7 +22,7 @@ from aerorl_ops.envs.registry import make_env
 from aerorl_ops.eval_runner.episodes import observe_all
 from aerorl_ops.eval_runner.replies import observation_prompts
 from aerorl_ops.generation.batched import eos_token_ids
-from aerorl_ops.generation.vllm_engine import VLLMNotInstalledError
+from aerorl_ops.generation.vllm_engine import SINGLE_IMAGE, MediaLimits, VLLMNotInstalledError
 from aerorl_ops.generation.vllm_sampler import VLLMSampler
 from aerorl_ops.models.entry import GenerationBackend
 from aerorl_ops.models.loading import ModelSource, load_vlm
@@ -67,7 +67,7 @@ class StandInSampler:
         self.synced.append(snapshot(model))
         self.events.append("sync")
 
-    def sample(self, prompts, images, max_new_tokens, sampling, n=1, seed=None):
+    def sample(self, prompts, images, max_new_tokens, sampling, n=1, seed=None, videos=()):
         if self.fail:
             raise RuntimeError("the engine fell over")
         self.calls.append((list(prompts), [len(row) for row in images], seed, len(self.synced)))
@@ -90,12 +90,12 @@ class StandIns:
 
     def __init__(self) -> None:
         self.started: list[StandInSampler] = []
-        self.max_images: list[int] = []  # the images per prompt each engine was started for
+        self.limits: list[MediaLimits] = []  # the images and videos per prompt each engine was started for
         self.fail = False
 
-    def start(self, loaded, backend=None, seed=0, sleep_mode=False, max_images=1) -> StandInSampler:
+    def start(self, loaded, backend=None, seed=0, sleep_mode=False, limits=SINGLE_IMAGE) -> StandInSampler:
         self.started.append(StandInSampler(loaded, self.fail))
-        self.max_images.append(max_images)
+        self.limits.append(limits)
         return self.started[-1]
 
 
@@ -190,7 +190,7 @@ def test_the_sampler_gets_the_policy_after_the_last_update_and_the_policy_scores
     trainer.close_rollouts()
 
     (sampler,) = stand_ins.started  # started once, at the first RL step
-    assert stand_ins.max_images == [1]  # for the training items' largest image count: one each
+    assert stand_ins.limits == [MediaLimits(1, 0)]  # for the training items' largest image count: one each
     assert sampler.closed and trainer.rollouts.sampler is None
     assert len(sampler.synced) == 3
     for k, weights in enumerate(sampler.synced):

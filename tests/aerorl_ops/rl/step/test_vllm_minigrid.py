@@ -40,17 +40,19 @@ def env():
 
 def test_greedy_minigrid_episodes_from_the_engine_are_the_policys_own_with_a_frame_every_turn(
         yes_vlm, env, monkeypatch):
+    from aerorl_ops.generation.vllm_engine import MediaLimits
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.entry import GenerationBackend
-    from aerorl_ops.rl.step.multi_turn import episode_images, sample_episodes
+    from aerorl_ops.rl.step.multi_turn import episode_limits, sample_episodes
 
-    assert episode_images(env) == 3
+    assert episode_limits(yes_vlm, env) == MediaLimits(3, 0)
     hf = sample_episodes(yes_vlm, env, env.items, 4, None)
     requests = []  # per sample call: the images of each request
     sample = VLLMSampler.sample
     monkeypatch.setattr(VLLMSampler, "sample", lambda self, prompts, images, *args, **kwargs: (
         requests.append([len(row) for row in images]), sample(self, prompts, images, *args, **kwargs))[1])
-    with VLLMSampler.start(yes_vlm, GenerationBackend("vllm", **ENGINE), max_images=episode_images(env)) as sampler:
+    limits = episode_limits(yes_vlm, env)
+    with VLLMSampler.start(yes_vlm, GenerationBackend("vllm", **ENGINE), limits=limits) as sampler:
         engine = sample_episodes(yes_vlm, env, env.items, 4, None, sampler, seed=0)
     assert engine.replies.token_ids == hf.replies.token_ids and engine.actions == hf.actions
     assert engine.turns == hf.turns == [3] * 4

@@ -39,16 +39,18 @@ def env():
 def test_greedy_episodes_from_the_engine_are_the_policys_own_and_an_rl_step_trains_on_sampled_ones(
         yes_vlm, yes_model_dir, env, monkeypatch):
     from aerorl_ops.config.training import TrainingSettings
+    from aerorl_ops.generation.vllm_engine import MediaLimits
     from aerorl_ops.generation.vllm_sampler import VLLMSampler
     from aerorl_ops.models.entry import GenerationBackend
     from aerorl_ops.rl.runtime.policy import policy_and_reference
-    from aerorl_ops.rl.step.multi_turn import episode_images, sample_episodes
+    from aerorl_ops.rl.step.multi_turn import episode_limits, sample_episodes
     from aerorl_ops.rl.step.trainer import RLTrainer
 
-    assert episode_images(env) == 2
+    assert episode_limits(yes_vlm, env) == MediaLimits(2, 0)
     hf = sample_episodes(yes_vlm, env, env.items, 4, None)
     assert 1 in hf.turns and 2 in hf.turns  # some first answers are wrong: a second turn, the image again
-    with VLLMSampler.start(yes_vlm, GenerationBackend("vllm", **ENGINE), max_images=episode_images(env)) as sampler:
+    limits = episode_limits(yes_vlm, env)
+    with VLLMSampler.start(yes_vlm, GenerationBackend("vllm", **ENGINE), limits=limits) as sampler:
         engine = sample_episodes(yes_vlm, env, env.items, 4, None, sampler, seed=0)
     assert engine.replies.token_ids == hf.replies.token_ids and engine.actions == hf.actions
     assert engine.turns == hf.turns and engine.graded.rewards.tolist() == hf.graded.rewards.tolist()

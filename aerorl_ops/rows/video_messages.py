@@ -5,19 +5,34 @@ marker becomes one ``{"type": "video"}`` part, and text with no marker gets its 
 images (a row has at most one video). A model whose processor has a video processor is shown that part
 as a video; any other is shown the frames as images: :func:`frames_as_images` puts one
 ``{"type": "image"}`` part per frame where the video part was, and the frames among the images at the
-same position, so images stay in placeholder order.
+same position, so images stay in placeholder order. It takes anything that shows a video the way a
+:class:`~aerorl_ops.rows.task_item.TaskItem` does (``images``, ``messages``, ``video``, ``video_fps``): an
+item (encoded frames, the benchmark) or an environment's observation (decoded frames, training and
+evaluation).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
-from aerorl_ops.envs.messages import MarkerMismatch
-from aerorl_ops.envs.types import Observation
+from aerorl_ops.rows.image_markers import MarkerMismatch
 from aerorl_ops.rows.task_item import Message
 
 VIDEO_MARKER = "<video>"
+
+
+class ShowsVideo(Protocol):
+    """A dataclass showing images and at most one video in its messages (``TaskItem``, ``envs.types.Observation``)."""
+
+    images: tuple[Any, ...]
+    messages: Sequence[Message]
+    video: tuple[Any, ...]
+    video_fps: float | None
+
+
+Shown = TypeVar("Shown", bound=ShowsVideo)
 
 
 def is_video_part(part: object) -> bool:
@@ -65,14 +80,16 @@ def _text(text: str) -> list[dict]:
     return [{"type": "text", "text": text}] if text else []
 
 
-def frames_as_images(observation: Observation) -> Observation:
+def frames_as_images(observation: Shown) -> Shown:
     """``observation`` with its video shown as images: each video part replaced by one image part per frame,
     the frames placed among the images where that part was (the observation itself when it has no video).
 
-    >>> o = Observation(("img",), [{"role": "user", "content": [{"type": "image"}, {"type": "video"},
-    ...                                                         {"type": "text", "text": "Q"}]}], ("f0", "f1"), 1.0)
-    >>> shown = frames_as_images(o); shown.images, [p["type"] for p in shown.messages[0]["content"]], shown.video
-    (('img', 'f0', 'f1'), ['image', 'image', 'image', 'text'], ())
+    >>> from aerorl_ops.rows.task_item import TaskItem
+    >>> item = TaskItem("v", "clips", "test", "c.jsonl", "Q", ("a",), (b"img",), ({"role": "user", "content": [
+    ...     {"type": "image"}, {"type": "video"}, {"type": "text", "text": "Q"}]},), video=(b"f0", b"f1"),
+    ...     video_fps=1.0)
+    >>> shown = frames_as_images(item); shown.images, [p["type"] for p in shown.messages[0]["content"]], shown.video
+    ((b'img', b'f0', b'f1'), ['image', 'image', 'image', 'text'], ())
     """
     if not observation.video:
         return observation
