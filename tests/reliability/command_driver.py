@@ -76,6 +76,9 @@ def main() -> int:
     parser.add_argument("--hold-in-report", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    from aerorl_ops.quiet import quiet_known_logs
+
+    quiet_known_logs()  # as `aerorl` does at its start: the fixtures below import bitsandbytes before its main runs
     if args.hold_at_checkpoint:
         hold_at_checkpoint(args.hold_at_checkpoint)
     if args.hold_in_report:

@@ -97,7 +97,10 @@ def varlen_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: 
     """transformers' attention interface (module docstring): query [B, Hq, T, D], key and value [B, Hkv, S, D]
     -> ([B, T, Hq, D], None)."""
     packed = (attention_mask is None and position_ids is not None and query.shape[0] == 1
-              and query.shape[2] == key.shape[2])
+              and query.shape[2] == key.shape[2] and position_ids.numel() == query.shape[2])
+    # a model that hands its layers its 3-D rope positions ([3, 1, T]: ERNIE 4.5-VL) and not the text ones says
+    # nothing here of where packed sequences start: sdpa's causal attention (the packing check then keeps such a
+    # model's scoring padded)
     if not packed:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       sliding_window=sliding_window, **kwargs)

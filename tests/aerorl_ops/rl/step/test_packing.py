@@ -126,6 +126,21 @@ def test_the_varlen_attention_gives_the_padded_scores(fresh_tiny_vlm):
     torch.testing.assert_close(fused_completion_tokens(model, batch).logprobs, padded.logprobs, **TOLERANCE)
 
 
+def test_the_varlen_attention_reads_3d_rope_positions_as_one_causal_sequence():
+    """A model that hands its layers its 3-D rope positions (ERNIE 4.5-VL: [3, 1, T]) with no mask, as its
+    prefill does, gets sdpa's causal attention over the row; its positions were once read as 3 T text positions
+    (an empty sequence past the row's end: a reshape error)."""
+    torch.manual_seed(0)
+    query, key, value = torch.randn(1, 2, 5, 4), torch.randn(1, 1, 5, 4), torch.randn(1, 1, 5, 4)
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = 2, True
+    rope = torch.tensor([[0, 1, 1, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]])[:, None, :]  # [3, 1, 5]
+    out, _ = varlen_attention.varlen_attention_forward(module, query, key, value, None, position_ids=rope)
+    expected = torch.nn.functional.scaled_dot_product_attention(query, key.repeat(1, 2, 1, 1),
+                                                                value.repeat(1, 2, 1, 1), is_causal=True)
+    torch.testing.assert_close(out, expected.transpose(1, 2), rtol=0, atol=1e-6)
+
+
 def test_bf16_autocast_keeps_float32_weights_gradients_and_log_probs(fresh_tiny_vlm):
     model, batch = fresh_tiny_vlm.model, ragged_batch(fresh_tiny_vlm)
     full = fused_completion_tokens(model, batch).logprobs.detach()
