@@ -48,9 +48,14 @@ def local_instance() -> dg.DagsterInstance:
     home = ensure_dagster_home()
     with FileLock(home / OPEN_LOCK):
         instance = dg.DagsterInstance.get()
-        fail_abandoned_runs(instance)  # reads the run storage: it exists once this returns
-        free_dead_runs_slots(instance)  # and the event log's
+        close_abandoned_runs(instance)  # reads the run storage and the event log's: they exist once this returns
     return instance
+
+
+def close_abandoned_runs(instance: dg.DagsterInstance) -> None:
+    """Mark failed each unfinished run whose process is gone, and free the pool slots of every run that cannot."""
+    fail_abandoned_runs(instance)
+    free_dead_runs_slots(instance)
 
 
 def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
