@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from aerorl_ops.stop import stop_here
 from aerorl_pipeline.executors import CeleryApp, prepare_folders
 from aerorl_pipeline.parent_bound import bound_command
 from assets.project import CONFIG_ENV
@@ -111,6 +112,7 @@ def wait_until_ready(app: CeleryApp, names: Sequence[str], workers: Sequence[sub
     deadline = time.monotonic() + timeout_s
     waiting = set(names)
     while waiting:
+        stop_here("interrupted while its Celery workers started: no partition ran; rerun the command")
         for name, worker in zip(names, workers, strict=True):
             if worker.poll() is not None:
                 raise RuntimeError(f"Celery worker {name} exited with {worker.returncode} while starting: see "

@@ -115,8 +115,8 @@ def run_partitions(config_path: str | Path, resources: BenchResources, instance:
     (``aerorl_pipeline.parent_bound``): one left by a killed bench waited forever for the steps of its run, which
     stayed STARTED (its process alive).
 
-    While they run, a stop asked for by a signal (``aerorl_ops.stop``) ends them: each launcher is sent SIGINT, its
-    run's executor revokes the steps not yet started and the run ends once the steps in hand have, then
+    While they run, a stop asked for by a signal (``aerorl_ops.stop``) ends them (``end_launchers``): each run's
+    executor revokes the steps not yet started and the run ends once the steps in hand have, then
     ``StopRequested`` is raised. A problem ``lost`` names (a local Celery worker gone, with the step it ran: a step
     whose run would wait for it forever) ends them at once: the launchers are killed, their runs marked failed and
     their pool slots freed (``aerorl_pipeline.instance``), and the problem is raised (``CommandFailed``, one line)."""
@@ -131,9 +131,8 @@ def run_partitions(config_path: str | Path, resources: BenchResources, instance:
             wait(futures, timeout=WATCH_EVERY_S)
             if ended is None:
                 ended = why_end(lost)
-                launchers = list(pool._processes.values()) if ended is not None else []  # the pool's processes
-                for launcher in launchers:
-                    os.kill(launcher.pid, signal.SIGINT if isinstance(ended, StopRequested) else signal.SIGKILL)
+                if ended is not None:
+                    end_launchers(list(pool._processes), instance, tags, gently=isinstance(ended, StopRequested))
     if isinstance(ended, CommandFailed):
         from aerorl_pipeline.instance import close_abandoned_runs
 
@@ -141,6 +140,24 @@ def run_partitions(config_path: str | Path, resources: BenchResources, instance:
     if ended is not None:
         raise ended
     return [future.result() for future in futures]
+
+
+def end_launchers(pids: list[int], instance: dg.DagsterInstance, tags: Mapping[str, str], gently: bool) -> None:
+    """End the partition launchers ``pids``. ``gently``: SIGINT to each whose run (tagged ``tags``) has started, so
+    its executor revokes the steps not yet started and ends the run once those in hand have; the others have no
+    run yet, or have ended it, and are killed. Else every one is killed."""
+    running = set()
+    if gently:
+        from aerorl_pipeline.pool_slots import UNFINISHED, run_process
+
+        for run in instance.get_runs(filters=dg.RunsFilter(tags=dict(tags), statuses=list(UNFINISHED))):
+            process = run_process(instance, run.run_id)
+            running |= {process.pid} if process is not None else set()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGINT if pid in running else signal.SIGKILL)
+        except ProcessLookupError:
+            continue  # it has just ended
 
 
 def why_end(lost: Callable[[], str | None]) -> BaseException | None:

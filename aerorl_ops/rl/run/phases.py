@@ -254,13 +254,14 @@ class TrainingRun:
 
     def _step_done(self, phase_end: bool = False) -> None:
         """After a step and what follows it (its evaluation, the warm-up's reference checkpoint): the step's
-        checkpoint, every ``checkpoint_interval`` steps and at the end of the warm-up (``phase_end``: a resumed run
-        then skips the base evaluation and the warm-up), then a stop if a signal asked for one. A checkpoint is
-        written last, so a run resumed from it has every row and folder of its step: written before the
-        evaluation, a kill between the two lost that evaluation's rows, and before the warm-up's ``warmup`` folder,
-        the reference the resumed run loads."""
-        step = self.trainer.state.step
-        if phase_end or step % self.settings.checkpoint_interval == 0:
+        checkpoint, every ``checkpoint_interval`` steps, at the end of the warm-up (``phase_end``: a resumed run
+        then skips the base evaluation and the warm-up) and when a signal asked to stop (the rerun goes on from
+        this step: a run stopped every minute still gets on), then the stop. A checkpoint is written last, so a
+        run resumed from it has every row and folder of its step: written before the evaluation, a kill between
+        the two lost that evaluation's rows, and before the warm-up's ``warmup`` folder, the reference the resumed
+        run loads."""
+        step, stopping = self.trainer.state.step, self.dp.max(int(stop_requested() is not None))
+        if phase_end or stopping or step % self.settings.checkpoint_interval == 0:
             self.main_work(self._save, step_folder(self.run_dir, step), self.result.reference_source, True)
         if stop_requested() is not None:  # a signal asked to stop: here, with the step recorded, nothing is lost
             stop_here(self._interrupted_line())
