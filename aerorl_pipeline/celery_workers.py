@@ -74,8 +74,8 @@ class LocalWorkers:
             code = process.poll()
             if code is not None:
                 how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
-                return (f"Celery worker {name} (pid {process.pid}) {how} while the bench ran; the step it ran is lost "
-                        f"(its log: {self.log_dir / f'{name}.log'}): rerun the command")
+                return (f"Celery worker {name} (pid {process.pid}) {how} while the bench ran, with any step it had "
+                        f"taken (its log: {self.log_dir / f'{name}.log'}): rerun the command")
         return None
 
 

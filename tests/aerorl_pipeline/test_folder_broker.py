@@ -94,3 +94,10 @@ def test_the_folder_broker_app_names_this_transport(tmp_path):
     assert app.config_source["broker_transport"] == "aerorl_pipeline.folder_broker:Transport"
     connection = kombu.Connection(app.broker, transport=app.config_source["broker_transport"])  # as Celery makes it
     assert connection.get_transport_cls() is folder_broker.Transport
+
+
+def test_the_docstring_examples_hold():
+    import doctest
+
+    result = doctest.testmod(folder_broker)
+    assert result.attempted > 0 and result.failed == 0

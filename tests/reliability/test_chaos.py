@@ -9,6 +9,7 @@ too, is docs/measured.md's (about 2 minutes here on 2 idle cores; 3 at a load av
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import sys
 from pathlib import Path
@@ -48,3 +49,11 @@ def test_bench_and_train_killed_and_restarted_lose_nothing(tmp_path):
     assert chaos_round.leftovers.claims == () and chaos_round.leftovers.unfinished == (), report
     assert chaos_round.orphans == [], report
     assert run.ok and "round 0: nothing lost" in report
+
+
+def test_the_comparisons_examples_hold():
+    chaos_script()  # puts scripts/ on the path
+    import chaos_compare
+
+    result = doctest.testmod(chaos_compare)
+    assert result.attempted > 0 and result.failed == 0
