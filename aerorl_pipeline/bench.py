@@ -6,7 +6,7 @@ import sys
 import uuid
 from collections.abc import Collection, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +20,13 @@ from aerorl_ops.stop import stop_here
 from aerorl_pipeline.celery_workers import local_workers
 from aerorl_pipeline.console import CONSOLE_LOGS, console_job
 from aerorl_pipeline.definitions import build_definitions
-from aerorl_pipeline.distributed_bench import BenchResources, PartitionOutcome, resources_of, run_partitions
+from aerorl_pipeline.distributed_bench import (
+    BenchResources,
+    PartitionOutcome,
+    none_lost,
+    resources_of,
+    run_partitions,
+)
 from aerorl_pipeline.executors import celery_app
 from aerorl_pipeline.failures import failure_from_results
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
@@ -82,18 +88,20 @@ def materialize_rows(plan: BenchPlan, defs: dg.Definitions, instance: dg.Dagster
 
 def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance,
               refresh_rows: bool | Collection[str] = True, show_progress: bool = True,
-              ops_config: dict | None = None) -> list[dg.ExecuteInProcessResult]:
+              ops_config: dict | None = None, resume: bool = False) -> list[dg.ExecuteInProcessResult]:
     """The benchmarked datasets' rows, then each planned partition of the ``benchmark`` job of ``defs`` (built
     from the config file); ``ops_config`` is the partitions' run config per op (from the command-line flags).
     ``refresh_rows``: every benchmarked dataset's rows (``True``), none (``False``: the cached ones are read),
     or the rows assets named (``aerorl_pipeline.stale_rows.rows_to_refresh``). Rows that fail stop it there:
-    no partition runs on them. A stop asked for by a signal stops it after the partition in hand
+    no partition runs on them. ``resume``: the partitions the benchmark run has finished are not run again
+    (``aerorl_pipeline.bench_resume``). A stop asked for by a signal stops it after the partition in hand
     (``StopRequested``)."""
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
     rows = rows_selection(defs, refresh_rows)
     results = [materialize_rows(plan, defs, instance, rows)] if rows else []
     if results and not results[0].success:
         return results
+    plan = still_to_run(plan, defs, instance, ops_config, resume)
     job = console_job(defs.resolve_job_def("benchmark"))
     run_config = {**CONSOLE_LOGS, "ops": ops_config or {}}
     total = len(plan.partition_keys)
@@ -109,6 +117,17 @@ def run_bench(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstanc
         stop_here(f"interrupted after partition {done} of {total} (benchmark run {plan.run_id}): its finished "
                   "partitions are in the report; rerun the command for every partition")
     return results
+
+
+def still_to_run(plan: BenchPlan, defs: dg.Definitions, instance: dg.DagsterInstance, ops_config: dict | None,
+                 resume: bool) -> BenchPlan:
+    """``plan``, less the partitions its benchmark run has finished when ``resume`` (once the rows are fresh)."""
+    if not resume:
+        return plan
+    from aerorl_pipeline.bench_resume import unfinished
+
+    rows = [rows.key for rows in benchmarked_rows_assets(defs)]
+    return replace(plan, partition_keys=unfinished(instance, plan.run_id, plan.partition_keys, ops_config or {}, rows))
 
 
 SUMMARY_COLUMNS = (
@@ -146,12 +165,13 @@ def summary_table(database: str, run_id: str) -> str:
 def run_bench_distributed(plan: BenchPlan, config_path: Path, instance: dg.DagsterInstance,
                           resources: BenchResources | None = None, refresh_rows: bool | Collection[str] = True,
                           ops_config: dict | None = None, parallel: int | None = None,
-                          log_dir: Path | None = None, quiet: bool = True) -> list[PartitionOutcome]:
-    """The rows here (``refresh_rows`` as ``run_bench`` takes it), then every planned partition as a run on
-    the config's ``[executor]``, launched concurrently. With Celery's folder broker (no ``celery_broker``),
-    ``workers`` partition workers and the report writer are started on this machine for the duration,
-    logging to ``log_dir`` (default ``<celery_dir>/workers``); ``quiet=False`` lets each step's Dagster
-    events into those logs."""
+                          log_dir: Path | None = None, quiet: bool = True,
+                          resume: bool = False) -> list[PartitionOutcome]:
+    """The rows here (``refresh_rows`` and ``resume`` as ``run_bench`` takes them), then every planned partition
+    as a run on the config's ``[executor]``, launched concurrently. With Celery's folder broker (no
+    ``celery_broker``), ``workers`` partition workers and the report writer are started on this machine for the
+    duration, logging to ``log_dir`` (default ``<celery_dir>/workers``); ``quiet=False`` lets each step's
+    Dagster events into those logs."""
     config = benchmark_config(config_path)
     resources = resources or BenchResources()
     defs = build_definitions(config_path, resources_of(config_path, resources))
@@ -160,17 +180,21 @@ def run_bench_distributed(plan: BenchPlan, config_path: Path, instance: dg.Dagst
     if selected:
         rows = materialize_rows(plan, defs, instance, selected)
         outcomes.append(PartitionOutcome("rows", rows.run_id, rows.success))
+    plan = still_to_run(plan, defs, instance, ops_config, resume)
+    if not plan.partition_keys:
+        return outcomes  # every one finished: no worker to start
     run_config = {**(QUIET_LOGS if quiet else {}), "ops": ops_config or {}}
     tags = {BENCHMARK_RUN_TAG: plan.run_id}
     parallel = parallel or config.executor.workers
     app = celery_app(config.executor) if config.executor.kind == "celery" else None
     with ExitStack() as stack:
+        lost = none_lost
         if app is not None and app.is_local:
             folder = log_dir or app.folder / "workers"
             folder.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(local_workers(app, config.executor.workers, folder))
+            lost = stack.enter_context(local_workers(app, config.executor.workers, folder)).lost
         outcomes += run_partitions(config_path, resources, instance, [str(key) for key in plan.partition_keys],
-                                   tags, run_config, parallel)
+                                   tags, run_config, parallel, lost)
     for outcome in outcomes:
         if not outcome.success:
             tqdm.write(f"partition {outcome.partition_key} failed (run {outcome.run_id}): "

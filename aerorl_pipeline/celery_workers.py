@@ -7,19 +7,28 @@ time (``--concurrency 1``, and with the app's ``worker_prefetch_multiplier = 1``
 a busy worker reserves no second step). Partition workers serve the ``dagster`` queue; the one report
 writer serves ``duckdb_writer`` on the machine that holds the database. A local set is handed over only
 once every worker answers a ping, so the first steps find every worker consuming, not the first to start.
+
+Each worker dies with the process that started it (``aerorl_pipeline.parent_bound``): a bench or ``aerorl worker``
+killed with SIGKILL leaves no worker serving the queues. A local worker that exits while the bench runs (killed,
+out of memory) took its step with it, and nobody tells the step's run: :meth:`LocalWorkers.lost` names it, and
+the bench ends its runs (``distributed_bench.run_partitions``) instead of waiting for them forever.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from aerorl_ops.stop import stop_here
 from aerorl_pipeline.executors import CeleryApp, prepare_folders
+from aerorl_pipeline.parent_bound import bound_command
 from assets.project import CONFIG_ENV
 from assets.step_placement import DUCKDB_WRITER_QUEUE, PARTITION_QUEUE
 
@@ -51,11 +60,30 @@ def worker_env(config_folder: Path, extra: dict[str, str] | None = None) -> dict
     return {**env, **(extra or {})}
 
 
+@dataclass(frozen=True)
+class LocalWorkers:
+    """The workers a bench started on this machine: each one's name and process, and where they log."""
+
+    names: tuple[str, ...]
+    processes: tuple[subprocess.Popen, ...]
+    log_dir: Path
+
+    def lost(self) -> str | None:
+        """A line naming the first worker that has exited, or None while every one runs."""
+        for name, process in zip(self.names, self.processes, strict=True):
+            code = process.poll()
+            if code is not None:
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
+                return (f"Celery worker {name} (pid {process.pid}) {how} while the bench ran, with any step it had "
+                        f"taken (its log: {self.log_dir / f'{name}.log'}): rerun the command")
+        return None
+
+
 @contextmanager
 def local_workers(app: CeleryApp, partition_workers: int, log_dir: Path,
-                  extra_env: dict[str, str] | None = None) -> Iterator[list[subprocess.Popen]]:
-    """``partition_workers`` workers on the ``dagster`` queue and one report writer, on this machine;
-    stopped (TERM, then KILL) on exit. Their logs go to ``log_dir/<name>.log``."""
+                  extra_env: dict[str, str] | None = None) -> Iterator[LocalWorkers]:
+    """``partition_workers`` workers on the ``dagster`` queue and one report writer, on this machine, each bound
+    to this process; stopped (TERM, then KILL) on exit. Their logs go to ``log_dir/<name>.log``."""
     prepare_folders(app)
     config_folder = write_worker_config(app, log_dir / "config")
     env = worker_env(config_folder, extra_env)
@@ -65,10 +93,10 @@ def local_workers(app: CeleryApp, partition_workers: int, log_dir: Path,
     try:
         for name, queue in names:
             log = (log_dir / f"{name}.log").open("w")
-            workers.append(subprocess.Popen(worker_command(name, queue), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True))
+            workers.append(subprocess.Popen(bound_command(os.getpid(), worker_command(name, queue)), env=env,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         wait_until_ready(app, [name for name, _ in names], workers, log_dir)
-        yield workers
+        yield LocalWorkers(tuple(name for name, _ in names), tuple(workers), log_dir)
     finally:
         stop_workers(workers)
 
@@ -84,6 +112,7 @@ def wait_until_ready(app: CeleryApp, names: Sequence[str], workers: Sequence[sub
     deadline = time.monotonic() + timeout_s
     waiting = set(names)
     while waiting:
+        stop_here("interrupted while its Celery workers started: no partition ran; rerun the command")
         for name, worker in zip(names, workers, strict=True):
             if worker.poll() is not None:
                 raise RuntimeError(f"Celery worker {name} exited with {worker.returncode} while starting: see "
@@ -114,4 +143,4 @@ def run_worker(app: CeleryApp, queue: str, name: str, config_folder: Path, confi
     prepare_folders(app)
     write_worker_config(app, config_folder)
     env = worker_env(config_folder, {CONFIG_ENV: str(config_path)})
-    return subprocess.call(worker_command(name, queue, "INFO"), env=env)
+    return subprocess.call(bound_command(os.getpid(), worker_command(name, queue, "INFO")), env=env)

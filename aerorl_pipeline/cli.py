@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
 from aerorl_ops.config.generation import GenerationSettings
@@ -23,6 +24,9 @@ from aerorl_pipeline.settings_flags import (
 )
 from assets.project import BENCHMARK_CONFIG_PATH, CONFIG_ENV, load_config
 from assets.step_placement import WORKER_QUEUES
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 JOB_COMMANDS = ("bench", "train", "eval")
 """The commands that run a Dagster job here: a signal stops them at a safe point (``aerorl_pipeline.console``)."""
@@ -54,9 +58,10 @@ def _bench(args: argparse.Namespace) -> int:
     from aerorl_pipeline.stale_rows import rows_to_refresh
 
     refresh = rows_to_refresh(args.settings, instance, args.skip_rows, args.stale_ok)  # names the stale ones
+    resume = args.run_id is not None and not args.redo  # a named benchmark run goes on where it stopped
     if args.settings.executor.kind == "default":
         results = run_bench(plan, build_definitions(args.config), instance, refresh_rows=refresh,
-                            ops_config=ops_config)
+                            ops_config=ops_config, resume=resume)
         failure = failure_from_results(results)
         rows_failed = bool(refresh) and not results[0].success  # then no partition ran
         if failure is not None and (rows_failed or failure.exit_code == INPUT_ERROR):
@@ -66,7 +71,7 @@ def _bench(args: argparse.Namespace) -> int:
 
         print(f"executor: {args.settings.executor.kind}")
         results = run_bench_distributed(plan, args.config, instance, refresh_rows=refresh,
-                                        ops_config=ops_config)
+                                        ops_config=ops_config, resume=resume)
     failed = [r for r in results if not r.success]
     print(summary_table(str(DUCKDB_PATH), plan.run_id))
     print(f"\nDuckDB: {DUCKDB_PATH}\n  aerorl sql \"SELECT * FROM benchmark_summary WHERE run_id = '{plan.run_id}'\"")
@@ -88,7 +93,8 @@ def _train(args: argparse.Namespace) -> int:
         return 0  # its rows are left as they are
     from aerorl_ops.rl.run.inputs import check_training_inputs
 
-    check_training_inputs(checked, args.settings, "aerorl train", MODELS_DIR)  # before a model loads or a job starts
+    check_training_inputs(checked, args.settings, "aerorl train", MODELS_DIR,  # before a model loads or a job starts
+                          cached_run_rows(args.settings))
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
@@ -128,6 +134,15 @@ def _train(args: argparse.Namespace) -> int:
     if checkpoints:
         print(f"checkpoints (usable wherever a model key is): {', '.join(checkpoints)}")
     return 0 if result.success else 1
+
+
+def cached_run_rows(settings: BenchmarkConfig) -> dict[str, pa.Table]:
+    """The cached rows tables of a training run's environments, by stage (``assets.run_rows``), where the
+    config's resources keep them: what the ``rl_run`` step reads its environments from."""
+    import assets.resources as resources
+    from assets.run_rows import TRAINING_ROWS_KEYS, cached_tables
+
+    return cached_tables(resources.default_resources(settings.storage)["io_manager"], TRAINING_ROWS_KEYS)
 
 
 def _says_it_finished(settings: TrainingSettings, run_name: str) -> bool:
@@ -207,7 +222,10 @@ def build_parser(settings: BenchmarkConfig | None = None) -> argparse.ArgumentPa
     _add_config_flag(bench)
     bench.add_argument("--model", action="append", help="only this model key (repeatable); rerun one model")
     bench.add_argument("--batch-size", action="append", type=int, help="only this batch size (repeatable)")
-    bench.add_argument("--run-id", help="benchmark run id shared by the partitions (default: bench-<time>)")
+    bench.add_argument("--run-id", help="benchmark run id shared by the partitions (default: bench-<time>); the "
+                       "partitions a run of that id has finished, with the same settings and rows, are not run again")
+    bench.add_argument("--redo", action="store_true",
+                       help="with --run-id, run every partition again, those that run has finished included")
     bench.add_argument("--skip-rows", action="store_true", help="reuse the cached dataset rows (those whose "
                        "source changed since they were cached are refreshed, with a warning)")
     bench.add_argument("--stale-ok", action="store_true",

@@ -11,20 +11,27 @@ same arguments, so every process sees the same config file and resources.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import warnings
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from aerorl_ops.stop import StopRequested, stop_requested
 from aerorl_ops.storage.database_check import check_report_database
+from aerorl_pipeline.failures import FAULT, CommandFailed, CommandFailure
+from aerorl_pipeline.parent_bound import die_with_parent
 from assets.project import DUCKDB_PATH, load_config
 from assets.resources import ModelRuntime, default_resources
 
 PARTITION_TAG = "dagster/partition"
+WATCH_EVERY_S = 0.5
+"""How often a bench looks for a stop or a lost worker while its partitions run."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +102,69 @@ def failure_text(result: dg.JobExecutionResult) -> str:
     return "\n".join(errors)
 
 
+def none_lost() -> str | None:
+    """No worker watched: the engine's workers are on other machines, or none is this bench's own."""
+    return None
+
+
 def run_partitions(config_path: str | Path, resources: BenchResources, instance: dg.DagsterInstance,
                    partition_keys: Sequence[str], tags: Mapping[str, str], run_config: Mapping,
-                   parallel: int) -> list[PartitionOutcome]:
+                   parallel: int, lost: Callable[[], str | None] = none_lost) -> list[PartitionOutcome]:
     """Each partition's run, at most ``parallel`` at once; outcomes in ``partition_keys`` order. A damaged
-    report database stops them before any starts (``DamagedDatabaseError``)."""
+    report database stops them before any starts (``DamagedDatabaseError``). Each launcher dies with this process
+    (``aerorl_pipeline.parent_bound``): one left by a killed bench waited forever for the steps of its run, which
+    stayed STARTED (its process alive).
+
+    While they run, a stop asked for by a signal (``aerorl_ops.stop``) ends them (``end_launchers``): each run's
+    executor revokes the steps not yet started and the run ends once the steps in hand have, then
+    ``StopRequested`` is raised. A problem ``lost`` names (a local Celery worker gone, with the step it ran: a step
+    whose run would wait for it forever) ends them at once: the launchers are killed, their runs marked failed and
+    their pool slots freed (``aerorl_pipeline.instance``), and the problem is raised (``CommandFailed``, one line)."""
     check_report_database(resources.database)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(partition_keys))), mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, min(parallel, len(partition_keys))), mp_context=context,
+                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(run_partition, str(config_path), resources, instance.get_ref(), str(key), dict(tags),
                                dict(run_config)) for key in partition_keys]
-        return [future.result() for future in futures]
+        ended = None
+        while not all(future.done() for future in futures):
+            wait(futures, timeout=WATCH_EVERY_S)
+            if ended is None:
+                ended = why_end(lost)
+                if ended is not None:
+                    end_launchers(list(pool._processes), instance, tags, gently=isinstance(ended, StopRequested))
+    if isinstance(ended, CommandFailed):
+        from aerorl_pipeline.instance import close_abandoned_runs
+
+        close_abandoned_runs(instance)
+    if ended is not None:
+        raise ended
+    return [future.result() for future in futures]
+
+
+def end_launchers(pids: list[int], instance: dg.DagsterInstance, tags: Mapping[str, str], gently: bool) -> None:
+    """End the partition launchers ``pids``. ``gently``: SIGINT to each whose run (tagged ``tags``) has started, so
+    its executor revokes the steps not yet started and ends the run once those in hand have; the others have no
+    run yet, or have ended it, and are killed. Else every one is killed."""
+    running = set()
+    if gently:
+        from aerorl_pipeline.pool_slots import UNFINISHED, run_process
+
+        for run in instance.get_runs(filters=dg.RunsFilter(tags=dict(tags), statuses=list(UNFINISHED))):
+            process = run_process(instance, run.run_id)
+            running |= {process.pid} if process is not None else set()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGINT if pid in running else signal.SIGKILL)
+        except ProcessLookupError:
+            continue  # it has just ended
+
+
+def why_end(lost: Callable[[], str | None]) -> BaseException | None:
+    """What ends a bench's partition runs now: a stop asked for by a signal, a lost worker, or nothing."""
+    signum = stop_requested()
+    if signum is not None:
+        return StopRequested("interrupted while its partitions ran: their runs were stopped; rerun the command for "
+                             "every partition", signum)
+    problem = lost()
+    return CommandFailed(CommandFailure(problem, FAULT, "")) if problem else None

@@ -60,13 +60,15 @@ def celery_app(settings: ExecutorSettings, data_dir: Path = DATA_DIR) -> CeleryA
     if settings.celery_broker:
         return CeleryApp(settings.celery_broker, settings.celery_backend or default_backend(settings.celery_broker),
                          common)
+    from aerorl_pipeline.folder_broker import TRANSPORT
+
     folder = Path(settings.celery_dir).expanduser() if settings.celery_dir else data_dir / "celery"
     folder = folder.resolve()
     transport = {"data_folder_in": str(folder / "queue"), "data_folder_out": str(folder / "queue"),
                  "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
                  "store_processed": False, "polling_interval": 0.2}
     return CeleryApp("filesystem://", settings.celery_backend or f"file://{folder / 'results'}",
-                     {**common, "broker_transport_options": transport}, folder)
+                     {**common, "broker_transport": TRANSPORT, "broker_transport_options": transport}, folder)
 
 
 def prepare_folders(app: CeleryApp) -> None:

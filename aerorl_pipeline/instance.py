@@ -6,7 +6,8 @@ that says why, and the pool slots it held, or waited for, are freed (``aerorl_pi
 next step of the pool does not wait for a run that will never free them. The process is the one that
 logged the run's start (its ``RUN_START``, else its ``RUN_STARTING``, event); a run whose process is alive
 is in progress and left alone, and so is a ``QUEUED`` run (it waits for a run queue, not for a process).
-Process ids are this machine's: the instance is the local one.
+Process ids are this machine's: the instance is the local one. Commands open it one at a time (a file lock in
+the home), so two started together on a new home do not both create its storage.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+from filelock import FileLock
 
 from aerorl_pipeline.pool_slots import UNFINISHED, fail_if_abandoned, free_dead_runs_slots
 from assets.project import PROJECT_ROOT
 
 DEFAULT_DAGSTER_HOME = PROJECT_ROOT / ".dagster_home"
 INSTANCE_FILE = "dagster.yaml"
+OPEN_LOCK = ".aerorl-open.lock"
+"""A file in the Dagster home that an `aerorl` command locks while it opens the instance."""
 
 
 def ensure_dagster_home() -> Path:
@@ -38,11 +42,20 @@ def ensure_dagster_home() -> Path:
 
 
 def local_instance() -> dg.DagsterInstance:
-    ensure_dagster_home()
-    instance = dg.DagsterInstance.get()
+    """The instance of ``$DAGSTER_HOME`` (``ensure_dagster_home``), its abandoned runs marked failed and their pool
+    slots freed. Commands open it one at a time (``OPEN_LOCK``): two started together on a new home would both
+    create its storage, and one of them failed (``table alembic_version already exists``)."""
+    home = ensure_dagster_home()
+    with FileLock(home / OPEN_LOCK):
+        instance = dg.DagsterInstance.get()
+        close_abandoned_runs(instance)  # reads the run storage and the event log's: they exist once this returns
+    return instance
+
+
+def close_abandoned_runs(instance: dg.DagsterInstance) -> None:
+    """Mark failed each unfinished run whose process is gone, and free the pool slots of every run that cannot."""
     fail_abandoned_runs(instance)
     free_dead_runs_slots(instance)
-    return instance
 
 
 def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:

@@ -155,13 +155,15 @@ def check_curriculum_types(stages: Sequence[CurriculumStage], env: TaskEnv) -> N
 
 
 def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, where: str,
-                          models_dir: Path | None = None) -> None:
+                          models_dir: Path | None = None, cached: Mapping[str, pa.Table] | None = None) -> None:
     """Every input of a run of ``settings`` (with the config file ``bench``) resolved, no model
     loaded: the rules across settings, the split of every update over the ``world_size`` ranks, the
     base model (a ``[models]`` key, or a checkpoint folder with a VLM's config and processor) and the
-    environments (names, splits, the curriculum's question types); each setting's own check ran
-    where ``settings`` came in. ``ConfigError`` (or ``ModelUnavailableError`` for the base model's
-    folder), one line, naming ``where``."""
+    environments (names, splits, the curriculum's question types), built as the run builds them
+    (:func:`run_environments`): over the ``cached`` rows that hold exactly what their source gives now,
+    else read from the source, so a rerun reads no source again. Each setting's own check ran where
+    ``settings`` came in. ``ConfigError`` (or ``ModelUnavailableError`` for
+    the base model's folder), one line, naming ``where``."""
     settings.check_rules(where)
     try:
         check_data_parallel(settings.world_size, settings.grad_accumulation, settings.ppo_mini_batches,
@@ -171,8 +173,7 @@ def check_training_inputs(settings: TrainingSettings, bench: BenchmarkConfig, wh
         raise ConfigError(f"{where}: {error}") from error
     try:
         check_local_model(model_entry(settings.base_model, bench, "base_model"), models_dir)
-        training_environments(settings, bench.seed + settings.seed, bench.datasets)
-        validation_environment(settings, bench.datasets)
+        run_environments(settings, bench.seed + settings.seed, bench.datasets, cached)
     except ConfigError as error:
         raise ConfigError(f"{where}: {error}") from error
 

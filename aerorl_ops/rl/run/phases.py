@@ -17,9 +17,9 @@ Algorithm:
 5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too,
    at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
    (``control``). What RL adds is then read against what the same time of supervised training adds;
-6. checkpoints every ``checkpoint_interval`` steps (written crash-safe, ``rl.runtime.checkpoint_files``); a rerun
-   resumes
-   from the newest complete one (the reporter's ``on_resume`` is told which, and which torn ones it skipped);
+6. checkpoints every ``checkpoint_interval`` steps and at the end of the warm-up, each written once its step's
+   evaluation is recorded (crash-safe, ``rl.runtime.checkpoint_files``); a rerun resumes from the newest complete
+   one (the reporter's ``on_resume`` is told which, and which torn ones it skipped);
 7. with ``sampled_eval_size > 0``, MAYE's evaluation (``eval_runner.runner.evaluate_model``: pass@k and
    pass@1 at the ``[eval]`` sampling settings, response length, clip ratio, reflection) of that many
    ``validation_env`` items beside every held-out evaluation of the warm-up and RL phases, and of
@@ -179,6 +179,7 @@ class TrainingRun:
                 self.main_work(self._evaluate, "warmup")
             elif trainer.state.step % settings.eval_interval == 0:
                 self.main_work(self._evaluate, "warmup")
+            self._step_done(phase_end=trainer.state.step == settings.warmup_steps and settings.steps > 0)
 
     def _anchor_reference(self) -> None:
         """The reference is the model RL starts from (with ``kl_coef = 0`` none is loaded); lora_base
@@ -211,6 +212,7 @@ class TrainingRun:
                     self.reporter.on_rollouts(trainer.rollout_samples)
                 if trainer.state.step % settings.eval_interval == 0 and trainer.state.step < settings.total_steps:
                     self.main_work(self._evaluate, "rl")
+                self._step_done()
         finally:
             trainer.close_rollouts()  # a vLLM engine's memory back before the final evaluations and the control
 
@@ -253,9 +255,18 @@ class TrainingRun:
         self.clock.train_s += stats.step_s
         self.result.steps.append(stats)
         self.reporter.on_step(stats)
-        if self.trainer.state.step % self.settings.checkpoint_interval == 0:
-            self.main_work(self._save, step_folder(self.run_dir, self.trainer.state.step),
-                           self.result.reference_source, True)
+
+    def _step_done(self, phase_end: bool = False) -> None:
+        """After a step and what follows it (its evaluation, the warm-up's reference checkpoint): the step's
+        checkpoint, every ``checkpoint_interval`` steps, at the end of the warm-up (``phase_end``: a resumed run
+        then skips the base evaluation and the warm-up) and when a signal asked to stop (the rerun goes on from
+        this step: a run stopped every minute still gets on), then the stop. A checkpoint is written last, so a
+        run resumed from it has every row and folder of its step: written before the evaluation, a kill between
+        the two lost that evaluation's rows, and before the warm-up's ``warmup`` folder, the reference the resumed
+        run loads."""
+        step, stopping = self.trainer.state.step, self.dp.max(int(stop_requested() is not None))
+        if phase_end or stopping or step % self.settings.checkpoint_interval == 0:
+            self.main_work(self._save, step_folder(self.run_dir, step), self.result.reference_source, True)
         if stop_requested() is not None:  # a signal asked to stop: here, with the step recorded, nothing is lost
             stop_here(self._interrupted_line())
 

@@ -1,10 +1,11 @@
 """A tiny recorded training run (``rl.run.train_and_record.record_training``), to run in a process of its own:
 
-    python -m tests.aerorl_ops.rl.run.killable_run MODEL_DIR RUN_DIR DATABASE [KILL_AFTER_STEP]
+    python -m tests.aerorl_ops.rl.run.killable_run MODEL_DIR RUN_DIR DATABASE [KILL_AFTER]
 
-With ``KILL_AFTER_STEP`` the process sends itself SIGKILL once that step's row is stored (before the
-step's checkpoint, if it has one): the kill point is a step, not a time. Used by
-``test_killed_run_resumes.py``; its settings are fixed here so every process runs the same run.
+With ``KILL_AFTER`` a step number, the process sends itself SIGKILL once that step's row is stored (before the
+step's checkpoint, if it has one); with ``checkpoint-N``, once the ``step-N`` checkpoint is written: the kill
+point is a point of the run, not a time. Used by ``test_killed_run_resumes.py``; its settings are fixed here so
+every process runs the same run.
 """
 
 from __future__ import annotations
@@ -42,18 +43,31 @@ EVAL_ITEMS = 4
 LOG = logging.getLogger("killable_run")
 
 
-def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: int | None = None,
+class KilledAfterCheckpoint(TrainingRun):
+    """The run, which sends itself SIGKILL once its checkpoint folder ``kill_after`` is written."""
+
+    kill_after = ""
+
+    def _save(self, folder: Path, *args: object) -> Path:
+        saved = super()._save(folder, *args)
+        if Path(folder).name == self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return saved
+
+
+def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: str | None = None,
                  train: Callable[..., TrainingResult] | None = None) -> StoredRun:
     torch.set_num_threads(1)
     train_env = make_env("easy_vqa", split="train", limit=32, seed=1)
     held_out = make_env("easy_vqa", split="test", limit=EVAL_ITEMS, seed=0)
+    KilledAfterCheckpoint.kill_after = kill_after.replace("checkpoint-", "step-") if kill_after else ""
 
     def train_run(reporter: RunReporter) -> TrainingResult:
-        return TrainingRun(model_dir, run_dir, SETTINGS.resolve(), train_env, held_out, range(EVAL_ITEMS), device="cpu",
-                           reporter=reporter).run()
+        return KilledAfterCheckpoint(model_dir, run_dir, SETTINGS.resolve(), train_env, held_out, range(EVAL_ITEMS),
+                                     device="cpu", reporter=reporter).run()
 
     def kill(stats: StepStats) -> None:
-        if stats.step == kill_after:
+        if str(stats.step) == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
     record = TrainingRunRecord.started(RUN_ID, model_dir, SETTINGS.resolve(), datetime.now(UTC))
@@ -63,4 +77,4 @@ def recorded_run(model_dir: str, run_dir: Path, database: Path, kill_after: int 
 
 if __name__ == "__main__":
     model, folder, db = sys.argv[1:4]
-    recorded_run(model, Path(folder), Path(db), int(sys.argv[4]) if len(sys.argv) > 4 else None)
+    recorded_run(model, Path(folder), Path(db), sys.argv[4] if len(sys.argv) > 4 else None)

@@ -1,5 +1,7 @@
 """A recorded run killed with SIGKILL mid-RL, then resumed by a new process, ends with exactly the rows
-of an uninterrupted run of the same settings; a finished run rerun trains nothing and keeps its rows.
+of an uninterrupted run of the same settings; so does one killed right after each of its checkpoints is
+written (the warm-up's last step, then an RL step with an evaluation); a finished run rerun trains nothing and
+keeps its rows.
 
 Each run is ``killable_run`` in a process of its own (one torch thread), so the kill is a real one."""
 
@@ -22,7 +24,8 @@ STEP_COLUMNS = "step, phase, loss, kl, reward_mean, accuracy, skipped, episodes_
 EVAL_COLUMNS = "step, phase, accuracy, n, reward_mean"
 
 
-def start_process(model_dir: Path, run_dir: Path, database: Path, kill_after: int | None = None) -> subprocess.Popen:
+def start_process(model_dir: Path, run_dir: Path, database: Path, kill_after: int | str | None = None
+                  ) -> subprocess.Popen:
     command = [sys.executable, "-m", "tests.aerorl_ops.rl.run.killable_run", str(model_dir), str(run_dir),
                str(database)]
     return subprocess.Popen(command + ([str(kill_after)] if kill_after else []), cwd=PROJECT_ROOT,
@@ -52,6 +55,17 @@ def runs(tiny_model_dir, tmp_path_factory):
                "checkpoints": sorted(p.name for p in killed[0].iterdir())}
     codes += [finish(start_process(tiny_model_dir, *killed)), finish(uninterrupted)]
     return codes, at_kill, killed, whole
+
+
+@pytest.fixture(scope="module")
+def killed_after_checkpoints(runs, tiny_model_dir, tmp_path_factory):
+    """The run killed right after its step-2 checkpoint (the warm-up's end), then after its step-4 one (an RL
+    evaluation's step), then resumed to the end; the exit codes, its folder and database, the whole run's."""
+    root = tmp_path_factory.mktemp("killed_after_checkpoints")
+    killed = (root / "killed", root / "killed.duckdb")
+    codes = [finish(start_process(tiny_model_dir, *killed, kill_after=f"checkpoint-{step}")) for step in (2, 4)]
+    codes.append(finish(start_process(tiny_model_dir, *killed)))
+    return codes, killed, runs[3]
 
 
 def test_the_kill_keeps_every_row_written_before_it(runs):
@@ -99,3 +113,15 @@ def test_rerunning_a_finished_run_trains_nothing_and_keeps_its_rows(runs, tiny_m
     accuracy = {phase: value for phase, value in stored(whole_db, "training_evals", "phase, accuracy")}
     assert (run.accuracy("warmup"), run.accuracy("final")) == (accuracy["warmup"], accuracy["final"])
     assert list(run.evaluations["phase"]) == ["no_image_prior", "base", "warmup", "rl", "final"]
+
+
+def test_a_run_killed_right_after_each_checkpoint_resumes_with_every_row(killed_after_checkpoints):
+    codes, (run_dir, database), (_, whole_db) = killed_after_checkpoints
+    assert codes == [-signal.SIGKILL, -signal.SIGKILL, 0]
+    # each checkpoint is written after its step's evaluation (and, at the warm-up's end, after the reference's
+    # warmup/ folder): a kill right after it loses neither
+    assert stored(database, "training_evals", EVAL_COLUMNS) == stored(whole_db, "training_evals", EVAL_COLUMNS)
+    assert stored(database, "training_eval_types") == stored(whole_db, "training_eval_types")
+    assert stored(database, "training_steps", STEP_COLUMNS) == stored(whole_db, "training_steps", STEP_COLUMNS)
+    assert stored(database, "training_runs", "resumed_from_step") == [(4,)]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["step-2", "step-4", "step-5", "warmup"]
