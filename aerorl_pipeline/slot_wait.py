@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,6 +97,7 @@ class SlotWait:
         if any(not holder_alive(self.instance, w) for w in waiting):
             free_dead_runs_slots(self.instance)  # says which, in one line per run
             return
+        waiting = [replace(wait, waited_s=max(wait.waited_s, claimed_s_ago(wait.claim))) for wait in waiting]  # now
         for wait in waiting:
             key = (wait.claim.run_id, wait.claim.step_key)
             if wait.waited_s >= self.notice_after_s and key not in self._said:
@@ -127,7 +128,7 @@ class SlotWait:
                 continue
             first = self._first_seen.setdefault((claim.run_id, claim.step_key), now)
             holders = tuple(c for c in claims if c.holding and c.pool == claim.pool)
-            waiting.append(Waiting(claim, process.pid, holders, now - first))
+            waiting.append(Waiting(claim, process.pid, holders, max(now - first, claimed_s_ago(claim))))
         return waiting
 
     def end(self, worker: threading.Thread, own: list[Waiting], reason: BaseException) -> None:
@@ -157,6 +158,12 @@ class SlotWait:
             assert self._ref is not None, "SlotWait.instance before SlotWait.watch"
             self._instance = dg.DagsterInstance.from_ref(self._ref)
         return self._instance
+
+
+def claimed_s_ago(claim: SlotClaim) -> float:
+    """Seconds since ``claim`` was made, by the instance's record of it (0 without one): what a wait has lasted,
+    however seldom a busy process's main thread gets to look (its checks took 9 s on 2 loaded cores)."""
+    return 0.0 if claim.since is None else max(0.0, time.time() - claim.since.timestamp())
 
 
 def holder_alive(instance: dg.DagsterInstance, wait: Waiting) -> bool:

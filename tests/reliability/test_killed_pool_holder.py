@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +87,22 @@ def wait_until(condition, what: str, *processes: subprocess.Popen):
         time.sleep(0.2)
 
 
+class StderrLines:
+    """A process's stderr, read line by line as it comes (a thread), so a test can wait for a line."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(process.stderr), daemon=True)
+        self.reader.start()
+
+    def having(self, fragment: str) -> bool:
+        return any(fragment in line for line in list(self.lines))
+
+    def text(self) -> str:
+        self.reader.join(timeout=30)
+        return "".join(self.lines)
+
+
 def holding(instance: dg.DagsterInstance):
     """The benchmark_report step holding the pool's slot, once one does."""
     return next((c for c in pool_claims(instance) if c.pool == POOL and c.holding and c.step_key == "benchmark_report"),
@@ -147,10 +164,12 @@ def test_a_waiting_bench_names_the_holder_frees_it_once_killed_and_finishes(benc
         held = wait_until(lambda: holding(instance), "a held report slot", holder)
         waiter = benches.start("waiter")
         wait_until(lambda: waiting(instance, held.run_id), "a waiting step", waiter)
-        time.sleep(8)  # past the notice
+        said = StderrLines(waiter)
+        wait_until(lambda: said.having("for a duckdb_writer slot, held by"), "the notice", waiter)
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-        out, err = waiter.communicate(timeout=WAIT_S)
+        waiter.wait(timeout=WAIT_S)
+        err = said.text()
         assert waiter.returncode == 0, err
         assert pool_claims(instance) == []
     notices = [line for line in err.splitlines() if "for a duckdb_writer slot, held by" in line]
