@@ -59,13 +59,14 @@ class ModelComparison:
 
 
 def dataset_record(dataset: DatasetSettings) -> dict[str, object]:
-    """The dataset table as JSON values; ``image_roots`` only when set, ``max_images`` only when not its
-    default and a mixture's ``parts`` (each part's table) only for a mixture (so an eval id without them is
-    unchanged)."""
+    """The dataset table as JSON values; ``image_roots`` and ``held_out`` only when set, ``max_images`` only when
+    not its default and a mixture's ``parts`` (each part's table) only for a mixture (so an eval id without them
+    is unchanged)."""
     record = {"name": dataset.name, "kind": dataset.kind, "split": dataset.split, "limit": dataset.limit,
               "path": dataset.path, "seed": dataset.seed, "settings": dict(dataset.settings)}
     return (record | ({"image_roots": list(dataset.image_roots)} if dataset.image_roots else {})
             | ({"max_images": dataset.max_images} if dataset.max_images != MAX_IMAGES_DEFAULT else {})
+            | ({"held_out": list(dataset.held_out)} if dataset.held_out else {})
             | ({"parts": [dataset_record(part) for part in dataset.parts]} if dataset.parts else {}))
 
 

@@ -13,7 +13,10 @@ Algorithm:
 4. ``steps`` of the configured algorithm, reward = the environment's reward (rollouts sampled by
    the policy, or by a vLLM engine synced to it: ``rollout_backend``, shut down after the last RL
    step), then the evaluation at the end (``final``) and the image-swap check. Every
-   ``eval_interval`` global steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``);
+   ``eval_interval`` global steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``).
+   On a multi-turn environment every evaluation plays whole episodes (``rl.step.episode_evaluation``: success
+   rate, mean return, mean turns); every held-out distribution (the training dataset's ``held_out``) is
+   evaluated beside the held-out sample, each in rows of its own;
 5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too,
    at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
    (``control``). What RL adds is then read against what the same time of supervised training adds;
@@ -41,7 +44,7 @@ run id (:func:`training_run_id`) is a stable hash of the settings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -53,7 +56,7 @@ from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import Recipe, TrainingSettings, require_recipe
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.episodes import observe_all
-from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
+from aerorl_ops.eval_runner.held_out import EvalResult, image_swap_check, prior_evaluation
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.checkpoint_refs import step_folder
@@ -63,6 +66,7 @@ from aerorl_ops.rl.record.result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtime.checkpoint_files import ResumePoint, load_checkpoint_state, newest_complete_checkpoint
 from aerorl_ops.rl.runtime.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.runtime.policy import PolicyRuntime, policy_and_reference
+from aerorl_ops.rl.step.episode_evaluation import held_out_evaluation
 from aerorl_ops.rl.step.multi_turn import check_sharded_environment
 from aerorl_ops.rl.step.per_token_inputs import check_per_token_inputs
 from aerorl_ops.rl.step.schedule import ItemSampler, learning_rate_at, warmup_learning_rate
@@ -93,14 +97,16 @@ class TrainingRun:
     rank; ``rollout_engine``: the vLLM engine settings of ``rollout_backend = "vllm"`` (``RLTrainer``);
     ``reporter``: told of the run on the main rank only (``rl.record.reporters``); ``chat_template``: the base
     model's configured one (``[models.<key>] chat_template``; empty: each checkpoint's own), which the
-    run's checkpoints save with their processor. ``settings``: the run's ``Recipe`` (``TrainingSettings.resolve``)."""
+    run's checkpoints save with their processor. ``settings``: the run's ``Recipe`` (``TrainingSettings.resolve``).
+    ``distributions``: the held-out distributions by name, each evaluated whole beside every held-out evaluation
+    (``EvalResult.distribution`` = its name)."""
 
     def __init__(self, base_model: str, run_dir: Path, settings: Recipe, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
                  validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
                  reporter: RunReporter = NULL_REPORTER, dtype: torch.dtype = torch.float32,
-                 chat_template: str = "") -> None:
+                 chat_template: str = "", distributions: Mapping[str, TaskEnv] | None = None) -> None:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
@@ -111,6 +117,7 @@ class TrainingRun:
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
         self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
         self.chat_template = chat_template
+        self.distributions = dict(distributions or {})
         self.reporter = reporter if dp.is_main else NULL_REPORTER
         self.sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
         self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
@@ -269,10 +276,14 @@ class TrainingRun:
         and MAYE's sampled evaluations beside the run's own policy's in ``SAMPLED_PHASES``."""
         own = policy is None
         policy = self.policy if policy is None else policy
-        result = evaluate_policy(policy.loaded, self.eval_env, self.eval_indices, self.settings.max_new_tokens,
-                                 self.trainer.state.step if step is None else step, phase, self.clock.train_s)
-        self.result.evals.append(result)
-        self.reporter.on_eval(result)
+        step = self.trainer.state.step if step is None else step
+        evaluated = [(None, self.eval_env, self.eval_indices),
+                     *((name, env, range(len(env))) for name, env in self.distributions.items())]
+        for distribution, env, indices in evaluated:
+            result = held_out_evaluation(policy.loaded, env, indices, self.settings.max_new_tokens, step, phase,
+                                         self.clock.train_s, distribution)
+            self.result.evals.append(result)
+            self.reporter.on_eval(result)
         if self.settings.sampled_eval_size and phase in SAMPLED_PHASES and own:
             self._sampled(phase, self.validation_env or self.eval_env, None)
             if phase == "final":

@@ -14,9 +14,8 @@ from dataclasses import dataclass, replace
 import torch
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, max_turns
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rl.step.multi_turn import max_turns
 from aerorl_ops.rl.step.sequences import SequenceBatch, completion_logprobs
 
 
