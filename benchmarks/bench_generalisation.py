@@ -105,14 +105,15 @@ class Recipe:
 
 
 RECIPES = {
-    "cpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=420.0, eval_episodes=200),
+    "cpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=300.0, eval_episodes=200),
     "smoke": Recipe(seeds=(0,), warmup_steps=2, arm_cpu_s=5.0, eval_episodes=4, train_episodes=32),
     "gpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=1800.0, eval_episodes=500, prompts_per_step=16,
                   group_size=16, max_sampling_rounds=10, threads=4),
 }
-"""``cpu``: the docs/measured.md run on this project's 2-core machine (each arm about 7 CPU minutes of training,
-the warm-up at partial success: 50 steps reached 0.19 on training-split episodes in a calibration run, 100 steps
-1.0). ``gpu``: the same experiment with 4x the arm budget, larger RL batches and 500 episodes per cell."""
+"""``cpu``: the docs/measured.md run on this project's 2-core machine (each arm 5 CPU minutes of training, cut
+from 7 while the warm-up ran, before any score, when the shared cores gave the run a third of one; the warm-up
+at partial success: 50 steps reached 0.19 on training-split episodes in a calibration run, 100 steps 1.0).
+``gpu``: the same experiment with 6x the arm budget, larger RL batches and 500 episodes per cell."""
 
 
 def grid(env_id: str, kwargs: dict, turns: int, split: str, limit: int, seed: int) -> GymnasiumEnv:

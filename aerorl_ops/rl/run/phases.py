@@ -67,7 +67,7 @@ from aerorl_ops.rl.runtime.checkpoint_files import ResumePoint, load_checkpoint_
 from aerorl_ops.rl.runtime.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.runtime.policy import PolicyRuntime, policy_and_reference
 from aerorl_ops.rl.step.episode_evaluation import held_out_evaluation
-from aerorl_ops.rl.step.multi_turn import check_sharded_environment
+from aerorl_ops.rl.step.multi_turn import check_sharded_environment, sample_episodes
 from aerorl_ops.rl.step.per_token_inputs import check_per_token_inputs
 from aerorl_ops.rl.step.schedule import ItemSampler, learning_rate_at, warmup_learning_rate
 from aerorl_ops.rl.step.stats import StepStats
@@ -294,7 +294,7 @@ class TrainingRun:
         chosen = list(indices or range(len(env)))[:settings.sampled_eval_size]
         outcome = evaluate_model(self.policy.loaded, env, chosen, self.evaluation.sampling_settings(),
                                  max_new_tokens=settings.max_new_tokens, batch_size=self.evaluation.batch_size,
-                                 seed=settings.seed)
+                                 seed=settings.seed, play=sample_episodes)
         split = env.items[chosen[0]].split if chosen else ""
         sampled = SampledEval(self.trainer.state.step, phase, env.name, split, outcome)
         self.result.sampled.append(sampled)
@@ -309,11 +309,12 @@ def run_training(base_model: str, run_dir: Path, settings: TrainingSettings, tra
                  on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None,
                  on_resume: Callable[[ResumePoint], None] = warn_torn,
-                 evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingResult:
+                 evaluation: EvalSettings = EVAL_DEFAULTS,
+                 distributions: Mapping[str, TaskEnv] | None = None) -> TrainingResult:
     """A :class:`TrainingRun` of ``settings`` (resolved here, once) reporting to plain callables
     (``rl.record.reporters.CallbackReporter``; without ``on_resume`` each torn checkpoint skipped is named in
     a warning), trained."""
     reporter = CallbackReporter(on_step, on_eval, on_sampled, on_resume)
     return TrainingRun(base_model, run_dir, settings.resolve(), train_env, eval_env, eval_indices, device=device,
                        resume=resume, validation_env=validation_env, dp=dp, rollout_engine=rollout_engine,
-                       evaluation=evaluation, reporter=reporter).run()
+                       evaluation=evaluation, reporter=reporter, distributions=distributions).run()
