@@ -12,7 +12,7 @@ dataset (``SampleRecord.source``), and the metrics follow per source too.
 On a multi-turn environment (``envs.base.max_turns`` > 1) a response is a whole episode, played by the
 caller's ``play`` (``rl.step.multi_turn.sample_episodes``) at the setting's sampling: ``correct`` is its
 success, ``reward`` its return, ``turns`` its replies (``SettingMetrics.mean_turns`` their mean), and
-``response`` its last reply.
+``response`` (its length, whether it was cut) its last reply.
 
 Generation call ``b`` of setting ``s`` is seeded from ``(seed, s, b)``: the same model, items,
 settings, ``batch_size`` and seed give the same responses. A trainer can call this on its live
@@ -135,11 +135,25 @@ class EpisodePlayer(Protocol):
                  sampling: Sampling | None) -> PlayedEpisodes: ...
 
 
+def last_reply_tokens(own: Sequence[bool]) -> int:
+    """The tokens of an episode's last reply: the last run of the model's own tokens in its completion.
+
+    >>> last_reply_tokens([True, True, False, False, True, True, True])
+    3
+    """
+    count = 0
+    for mine in reversed(own):
+        if not mine and count:
+            break
+        count += bool(mine)
+    return count
+
+
 def _episode_records(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], setting: SamplingSetting,
                      setting_no: int, max_new_tokens: int, batch_size: int, seed: int, words: tuple[str, ...],
                      mixture: bool, play: EpisodePlayer) -> list[SampleRecord]:
     """A multi-turn environment's responses: ``setting.n`` whole episodes per item, each seeded per batch as a
-    single-turn batch is; a record's response is the episode's last reply, its tokens the model's own."""
+    single-turn batch is; a record's response, length and truncation are the episode's last reply's."""
     sampling = None if setting.greedy else Sampling(setting.temperature, 0, setting.top_p)
     records: list[SampleRecord] = []
     for batch_no, batch in enumerate(_batches(indices, max(1, batch_size // setting.n))):
@@ -154,7 +168,7 @@ def _episode_records(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], se
                 setting=setting.name, item_index=batch[question], item_id=item.item_id,
                 question_type=item.question_type, sample_no=sample_no, response=text,
                 correct=bool(played.graded.correct[row]), reward=float(played.graded.rewards[row]),
-                response_tokens=sum(played.actions[row]), truncated=played.replies.truncated[row],
+                response_tokens=last_reply_tokens(played.actions[row]), truncated=played.replies.truncated[row],
                 reflection=has_reflection(text, words), source=item.dataset if mixture else None,
                 turns=played.turns[row]))
     return records
