@@ -32,11 +32,21 @@ run (``RECIPES``); nothing is chosen after the held-out scores are seen.
    otherwise neither. The reward-hacking guard (``reporting.reward_hacking``) judges each RL arm on its step
    rewards against its in-distribution success before and after.
 
+``--task easy_vqa``: the same design on easy-VQA split by (shape, colour) pair (``envs.easy_vqa_combinations``,
+8 of the 24 pairs held out with seed 0, every shape and colour seen in training, never together). The warm-up is
+supervised steps on the training pairs' questions (three quarters colour and shape questions for its first two
+thirds), the sft arm continues on their right answers, the rl arm is DAPO on them (``group_size`` replies per
+question, reward: exact match). Scored greedily on ``eval_questions`` test questions of the training pairs
+(``in_distribution``) and of the held-out pairs (``held_out_pairs``); the verdict's measure, fixed here, is the
+accuracy on colour and shape questions (those the image answers; yes/no questions are mostly their text's
+prior), reported beside the overall and per-type accuracies.
+
 Every record (warm-up, arm, evaluation) is appended to ``--log`` (``reports/bench_generalisation.jsonl``) as it
 is made, tagged with ``--run-name``; a rerun with the same name skips the records already there, so an
 interrupted run resumes. The table is printed from the log.
 
     python benchmarks/bench_generalisation.py                       # the docs/measured.md run (2 CPU cores)
+    python benchmarks/bench_generalisation.py --task easy_vqa       # the compositional easy-VQA run
     python benchmarks/bench_generalisation.py --recipe smoke        # a minute: the path, not the result
     python benchmarks/bench_generalisation.py --recipe gpu --device cuda   # the same experiment, larger, on a GPU
 """
@@ -59,13 +69,17 @@ from pathlib import Path
 import torch
 from quiet_logs import quiet_model_logs
 
+from aerorl_ops.config.curriculum import parse_curriculum
 from aerorl_ops.config.training import TRAINING_DEFAULTS, TrainingSettings
+from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.gymnasium_env import GymnasiumEnv
 from aerorl_ops.envs.registry import make_env
+from aerorl_ops.eval_runner.held_out import evaluate_policy
 from aerorl_ops.models.embedded_default import build_tiny_qwen2vl
 from aerorl_ops.reporting.reward_hacking import HeldOutAccuracy, reward_hacking_verdict
 from aerorl_ops.rl.runtime.policy import policy_and_reference
 from aerorl_ops.rl.step.episode_evaluation import evaluate_episodes
+from aerorl_ops.rl.step.schedule import ItemSampler
 from aerorl_ops.rl.step.trainer import RLTrainer
 
 ACTIONS = ("left", "right", "forward")
@@ -82,6 +96,11 @@ DISTRIBUTIONS = {
     "lava_gap_6": ("MiniGrid-LavaGapS6-v0", {}, 12),
 }
 """Evaluated distributions, each drawn from split ``test`` with seed 0 (never a training episode's seed)."""
+PAIR_DISTRIBUTIONS = {"in_distribution": "train", "held_out_pairs": "held_out"}
+"""easy-VQA: test questions on the training pairs' images, and on the held-out pairs' (``combinations``)."""
+IMAGE_TYPES = ("colour", "shape")
+"""easy-VQA: the question types whose answer is the image's pair (the verdict's measure)."""
+WARMUP_CURRICULUM = "200: colour,shape @ 0.75"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -90,11 +109,11 @@ class Recipe:
     """Every size of one experiment, fixed before it runs."""
 
     seeds: tuple[int, ...]
-    warmup_steps: int  # supervised steps of `episodes_per_step` planner episodes before the arms split
+    warmup_steps: int  # supervised steps of `episodes_per_step` items before the arms split
     arm_cpu_s: float  # CPU seconds of training steps each arm gets
-    eval_episodes: int  # greedy episodes per distribution and policy
-    train_episodes: int = 4096  # training episodes (split train) the arms and the warm-up draw from
-    episodes_per_step: int = 16  # supervised episodes per step (warm-up and the sft arm)
+    eval_episodes: int  # greedy episodes (MiniGrid) or questions (easy-VQA) per distribution and policy
+    train_episodes: int = 4096  # training items (split train) the arms and the warm-up draw from; 0 = all
+    episodes_per_step: int = 16  # supervised items per step (warm-up and the sft arm)
     prompts_per_step: int = 4  # RL: prompts per step (each a group of group_size episodes)
     group_size: int = 8
     max_sampling_rounds: int = 4
@@ -105,15 +124,27 @@ class Recipe:
 
 
 RECIPES = {
-    "cpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=300.0, eval_episodes=200),
-    "smoke": Recipe(seeds=(0,), warmup_steps=2, arm_cpu_s=5.0, eval_episodes=4, train_episodes=32),
-    "gpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=1800.0, eval_episodes=500, prompts_per_step=16,
-                  group_size=16, max_sampling_rounds=10, threads=4),
+    "minigrid": {
+        "cpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=300.0, eval_episodes=200),
+        "smoke": Recipe(seeds=(0,), warmup_steps=2, arm_cpu_s=5.0, eval_episodes=4, train_episodes=32),
+        "gpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=1800.0, eval_episodes=500, prompts_per_step=16,
+                      group_size=16, max_sampling_rounds=10, threads=4),
+    },
+    "easy_vqa": {
+        "cpu": Recipe(seeds=(0, 1, 2), warmup_steps=300, arm_cpu_s=150.0, eval_episodes=1500, train_episodes=0,
+                      prompts_per_step=16, max_new_tokens=4),
+        "smoke": Recipe(seeds=(0,), warmup_steps=2, arm_cpu_s=3.0, eval_episodes=16, train_episodes=64,
+                        prompts_per_step=2, max_new_tokens=4),
+        "gpu": Recipe(seeds=(0, 1, 2), warmup_steps=300, arm_cpu_s=900.0, eval_episodes=3000, train_episodes=0,
+                      prompts_per_step=32, group_size=16, max_sampling_rounds=10, max_new_tokens=4, threads=4),
+    },
 }
-"""``cpu``: the docs/measured.md run on this project's 2-core machine (each arm 5 CPU minutes of training, cut
-from 7 while the warm-up ran, before any score, when the shared cores gave the run a third of one; the warm-up
+"""MiniGrid ``cpu``: the docs/measured.md run on this project's 2-core machine (each arm 5 CPU minutes of training,
+cut from 7 while the warm-up ran, before any score, when the shared cores gave the run a third of one; the warm-up
 at partial success: 50 steps reached 0.19 on training-split episodes in a calibration run, 100 steps 1.0).
-``gpu``: the same experiment with 6x the arm budget, larger RL batches and 500 episodes per cell."""
+easy-VQA ``cpu``: a 300-step warm-up (the embedded easy-VQA build reads colour after 500), arms of 2.5 CPU minutes
+(about the RL phase of the default ``aerorl train``), 1,500 questions per distribution (about 200 each of colour
+and shape). ``gpu``: the same experiments with 6x the arm budget, larger RL batches and more evaluation items."""
 
 
 def grid(env_id: str, kwargs: dict, turns: int, split: str, limit: int, seed: int) -> GymnasiumEnv:
@@ -121,9 +152,20 @@ def grid(env_id: str, kwargs: dict, turns: int, split: str, limit: int, seed: in
                     max_turns=turns, observation_template=TEMPLATE, env_kwargs={"tile_size": TILE_SIZE, **kwargs})
 
 
-def train_grid(recipe: Recipe, seed: int) -> GymnasiumEnv:
+def train_env(task: str, recipe: Recipe, seed: int) -> TaskEnv:
+    if task == "easy_vqa":
+        return make_env("easy_vqa_combinations", split="train", limit=recipe.train_episodes or None, seed=seed,
+                        name="seen_pairs", combinations="train")
     env_id, kwargs, turns = TRAIN
     return grid(env_id, kwargs, turns, "train", recipe.train_episodes, 1000 + seed)
+
+
+def distribution_envs(task: str, recipe: Recipe) -> dict[str, TaskEnv]:
+    if task == "easy_vqa":
+        return {name: make_env("easy_vqa_combinations", split="test", limit=recipe.eval_episodes, seed=0, name=name,
+                               combinations=side) for name, side in PAIR_DISTRIBUTIONS.items()}
+    return {name: grid(env_id, kwargs, turns, "test", recipe.eval_episodes, 0)
+            for name, (env_id, kwargs, turns) in DISTRIBUTIONS.items()}
 
 
 def settings_of(recipe: Recipe, seed: int) -> TrainingSettings:
@@ -147,20 +189,37 @@ def records(log: Path, run_name: str) -> list[dict]:
 
 
 # ----- one policy's evaluation -----
-def evaluate(loaded, recipe: Recipe) -> dict[str, dict]:
-    """Greedy episodes of every distribution: success, return and turns with standard errors, distinct starts."""
+def evaluate(loaded, task: str, recipe: Recipe) -> dict[str, dict]:
+    """Every distribution, greedy: MiniGrid's success, return and turns with standard errors and its distinct
+    starts; easy-VQA's accuracy on colour and shape questions (``success``), overall and per type."""
     cells = {}
-    for name, (env_id, kwargs, turns) in DISTRIBUTIONS.items():
-        env = grid(env_id, kwargs, turns, "test", recipe.eval_episodes, 0)
+    for name, env in distribution_envs(task, recipe).items():
         started = time.process_time()
-        result = evaluate_episodes(loaded, env, range(len(env)), recipe.max_new_tokens, 0, "eval", distribution=name)
-        report = result.episodes
-        cells[name] = {"n": report.n, "success": report.success, "success_se": report.success_stderr,
-                       "return": report.mean_return, "return_se": report.return_stderr,
-                       "turns": report.mean_turns, "turns_se": report.turns_stderr,
-                       "distinct_starts": len({item.images[0] for item in env.items}),
-                       "eval_cpu_s": time.process_time() - started}
+        if task == "easy_vqa":
+            cells[name] = question_cell(evaluate_policy(loaded, env, range(len(env)), recipe.max_new_tokens, 0,
+                                                        "eval"))
+        else:
+            result = evaluate_episodes(loaded, env, range(len(env)), recipe.max_new_tokens, 0, "eval",
+                                       distribution=name)
+            report = result.episodes
+            cells[name] = {"n": report.n, "success": report.success, "success_se": report.success_stderr,
+                           "return": report.mean_return, "return_se": report.return_stderr,
+                           "turns": report.mean_turns, "turns_se": report.turns_stderr,
+                           "distinct_starts": len({item.images[0] for item in env.items})}
+        cells[name]["eval_cpu_s"] = time.process_time() - started
     return cells
+
+
+def question_cell(result) -> dict:
+    """easy-VQA: the colour and shape questions' accuracy as ``success`` (n, SE), overall and each type's."""
+    by_type = result.report.by_type
+    correct = sum(by_type[kind].correct for kind in IMAGE_TYPES if kind in by_type)
+    n = sum(by_type[kind].n for kind in IMAGE_TYPES if kind in by_type)
+    rate = correct / n
+    overall = result.report.overall
+    return {"n": n, "success": rate, "success_se": math.sqrt(rate * (1 - rate) / n),
+            "overall": overall.accuracy, "overall_se": overall.standard_error, "overall_n": overall.n,
+            "by_type": {kind: [value.accuracy, value.standard_error, value.n] for kind, value in by_type.items()}}
 
 
 # ----- the stages, each in its own process -----
@@ -170,16 +229,23 @@ def warmup(args: argparse.Namespace, recipe: Recipe) -> None:
     settings = settings_of(recipe, 0)
     policy, _ = policy_and_reference(str(start), settings, device=args.device)
     trainer = RLTrainer(settings.resolve(), policy)
-    train, draw = train_grid(recipe, 0), random.Random(0)
+    train = train_env(args.task, recipe, 0)
     trainer.set_learning_rate(recipe.sft_learning_rate)
+    if args.task == "easy_vqa":  # colour and shape questions first, as the embedded easy-VQA build does
+        sampler = ItemSampler(train, 0, parse_curriculum(WARMUP_CURRICULUM))
+        batches = (sampler.batch(step, recipe.episodes_per_step) for step in range(recipe.warmup_steps))
+    else:
+        draw = random.Random(0)
+        batches = (draw.sample(range(len(train)), recipe.episodes_per_step) for _ in range(recipe.warmup_steps))
     began, losses = time.process_time(), []
-    for _ in range(recipe.warmup_steps):
-        losses.append(trainer.supervised_step(train, draw.sample(range(len(train)), recipe.episodes_per_step)).loss)
+    for batch in batches:
+        losses.append(trainer.supervised_step(train, batch).loss)
     cpu_s = time.process_time() - began
     folder = trainer.save_checkpoint(Path(args.work) / "warmup", str(start), False)
     append(args.log, {"run": args.run_name, "kind": "warmup", "checkpoint": str(folder), "steps": recipe.warmup_steps,
                       "cpu_s": cpu_s, "loss_first": losses[0] if losses else None,
-                      "loss_last": losses[-1] if losses else None, "cells": evaluate(policy.loaded, recipe)})
+                      "loss_last": losses[-1] if losses else None,
+                      "cells": evaluate(policy.loaded, args.task, recipe)})
 
 
 def arm(args: argparse.Namespace, recipe: Recipe) -> None:
@@ -188,7 +254,7 @@ def arm(args: argparse.Namespace, recipe: Recipe) -> None:
     settings = settings_of(recipe, args.seed)
     policy, _ = policy_and_reference(warm["checkpoint"], settings, device=args.device)
     trainer = RLTrainer(settings.resolve(), policy)
-    train, draw = train_grid(recipe, args.seed), random.Random(args.seed)
+    train, draw = train_env(args.task, recipe, args.seed), random.Random(args.seed)
     trainer.set_learning_rate(recipe.learning_rate if args.arm == "rl" else recipe.sft_learning_rate)
     step: Callable[[], object] = (
         (lambda: trainer.rl_step(train, draw.sample(range(len(train)), recipe.prompts_per_step),
@@ -207,12 +273,13 @@ def arm(args: argparse.Namespace, recipe: Recipe) -> None:
     episodes = (sum(s["groups_sampled"] for s in steps) * recipe.group_size if args.arm == "rl"
                 else len(steps) * recipe.episodes_per_step)
     append(args.log, {"run": args.run_name, "kind": "arm", "arm": args.arm, "seed": args.seed, "cpu_s": spent,
-                      "wall_s": wall, "steps": steps, "episodes": episodes, "cells": evaluate(policy.loaded, recipe)})
+                      "wall_s": wall, "steps": steps, "episodes": episodes,
+                      "cells": evaluate(policy.loaded, args.task, recipe)})
 
 
 def launch(args: argparse.Namespace, stage: list[str]) -> None:
-    command = [sys.executable, __file__, "--recipe", args.recipe, "--run-name", args.run_name, "--log", str(args.log),
-               "--work", args.work, "--device", args.device, *stage]
+    command = [sys.executable, __file__, "--task", args.task, "--recipe", args.recipe, "--run-name", args.run_name,
+               "--log", str(args.log), "--work", args.work, "--device", args.device, *stage]
     subprocess.run(command, check=True, cwd=ROOT)
 
 
@@ -226,7 +293,7 @@ def main_run(args: argparse.Namespace, recipe: Recipe) -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:  # the two arms of a seed side by side, one thread each
         list(pool.map(lambda job: launch(args, ["--stage", "arm", "--arm", job[0], "--seed", str(job[1])]), jobs))
     print(f"== {time.perf_counter() - began:.0f} s wall (this invocation)")
-    print_table(records(args.log, args.run_name), recipe)
+    print_table(records(args.log, args.run_name), args.task, recipe)
 
 
 # ----- the table and the verdict -----
@@ -251,12 +318,13 @@ def verdict(rows: list[tuple[dict, dict]]) -> str:
     return f"neither (RL ahead beyond 2 SE on {rl_wins}, supervised on {sft_wins} of {len(rows)} seeds)"
 
 
-def print_table(log: list[dict], recipe: Recipe) -> None:
+def print_table(log: list[dict], task: str, recipe: Recipe) -> None:
     warm = next((r for r in log if r["kind"] == "warmup"), None)
     arms = {(r["arm"], r["seed"]): r for r in log if r["kind"] == "arm"}
     if warm is None:
         return
     seeds = [seed for seed in recipe.seeds if ("rl", seed) in arms and ("sft", seed) in arms]
+    names = list(warm["cells"])
     print(f"warm-up: {warm['steps']} supervised steps, {warm['cpu_s']:.0f} CPU s, NLL {warm['loss_first']:.2f} -> "
           f"{warm['loss_last']:.2f}")
     for seed in seeds:
@@ -273,28 +341,47 @@ def print_table(log: list[dict], recipe: Recipe) -> None:
               f"{rewards[0]:.3f} -> {rewards[-1]:.3f}; reward hacking: {'FLAGGED' if guard.gamed else 'no'}), "
               f"sft {len(sft['steps'])} steps ({sft['episodes']} episodes, {sft['cpu_s']:.0f} CPU s, "
               f"{sft['wall_s']:.0f} s wall; NLL {sft['steps'][0]['loss']:.3f} -> {sft['steps'][-1]['loss']:.3f})")
-    print("| distribution | distinct starts | warm-up | " + " | ".join(
+    measure = "colour + shape accuracy" if task == "easy_vqa" else "success"
+    print(f"{measure}, each ± its standard error:")
+    starts = "distinct starts | " if task != "easy_vqa" else ""
+    print(f"| distribution | {starts}warm-up | " + " | ".join(
         f"sft seed {s} | rl seed {s} | rl - sft (SE)" for s in seeds) + " | verdict |")
-    print("|---" * (4 + 3 * len(seeds)) + "|")
-    for name in DISTRIBUTIONS:
+    print("|---" * (3 + bool(starts) + 3 * len(seeds)) + "|")
+    for name in names:
         rows = [(arms[("rl", s)]["cells"][name], arms[("sft", s)]["cells"][name]) for s in seeds]
         parts = [f"{cell_text(sft)} | {cell_text(rl)} | {d:+.3f} ({se:.3f})"
                  for (rl, sft), (d, se) in zip(rows, (difference(rl, sft) for rl, sft in rows), strict=True)]
         first = warm["cells"][name]
-        print(f"| {name} (n = {first['n']}) | {first['distinct_starts']} | {cell_text(first)} | "
-              + " | ".join(parts) + f" | {verdict(rows) if rows else '-'} |")
+        distinct = f"{first['distinct_starts']} | " if starts else ""
+        print(f"| {name} (n = {first['n']}) | {distinct}{cell_text(first)} | " + " | ".join(parts)
+              + f" | {verdict(rows) if rows else '-'} |")
+    print_extras(warm, arms, seeds, names, task)
+
+
+def print_extras(warm: dict, arms: dict, seeds: list[int], names: list[str], task: str) -> None:
+    """MiniGrid: mean turns and mean return; easy-VQA: overall and per-type accuracy, each with its SE."""
+    shown_by = [("warm-up", warm)] + [(f"{a} {s}", arms[(a, s)]) for s in seeds for a in ("sft", "rl")]
+    if task == "easy_vqa":
+        print("overall accuracy (SE, n) and per type (accuracy, n):")
+        for name in names:
+            print(f"  {name}: " + "; ".join(
+                f"{who} {c['overall']:.3f} ({c['overall_se']:.3f}, {c['overall_n']}) "
+                + " ".join(f"{kind} {value[0]:.3f}/{value[2]}" for kind, value in sorted(c["by_type"].items()))
+                for who, c in ((who, r["cells"][name]) for who, r in shown_by)))
+        return
     print("mean turns (SE) and mean return (SE):")
-    for name in DISTRIBUTIONS:
-        shown = [("warm-up", warm["cells"][name])] + [(f"{a} {s}", arms[(a, s)]["cells"][name])
-                                                      for s in seeds for a in ("sft", "rl")]
+    for name in names:
         print(f"  {name}: " + "; ".join(f"{who} {c['turns']:.2f} ({c['turns_se']:.2f}), {c['return']:.3f} "
-                                        f"({c['return_se']:.3f})" for who, c in shown))
+                                        f"({c['return_se']:.3f})"
+                                        for who, c in ((who, r["cells"][name]) for who, r in shown_by)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--recipe", choices=sorted(RECIPES), default="cpu")
-    parser.add_argument("--run-name", default="", help="names the run in the log (default: the recipe's name)")
+    parser.add_argument("--task", choices=sorted(RECIPES), default="minigrid")
+    parser.add_argument("--recipe", choices=("cpu", "smoke", "gpu"), default="cpu")
+    parser.add_argument("--run-name", default="", help="names the run in the log (default: the recipe's name for "
+                        "minigrid, <task>-<recipe> otherwise)")
     parser.add_argument("--log", type=Path, default=ROOT / "reports" / "bench_generalisation.jsonl")
     parser.add_argument("--work", default="", help="folder of the warm-up checkpoint (default: "
                         "data/bench_generalisation/<run name>)")
@@ -304,11 +391,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--table", action="store_true", help="print the table of the logged run and stop")
     args = parser.parse_args()
-    recipe = RECIPES[args.recipe]
-    args.run_name = args.run_name or args.recipe
+    recipe = RECIPES[args.task][args.recipe]
+    args.run_name = args.run_name or (args.recipe if args.task == "minigrid" else f"{args.task}-{args.recipe}")
     args.work = args.work or str(ROOT / "data" / "bench_generalisation" / args.run_name)
     if args.table:
-        print_table(records(args.log, args.run_name), recipe)
+        print_table(records(args.log, args.run_name), args.task, recipe)
         return
     if args.stage is None:
         main_run(args, recipe)
