@@ -44,6 +44,7 @@ def _bench(args: argparse.Namespace) -> int:
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
+    args.slot_wait.watch(instance)  # the main thread watches its waits for pool slots
     from aerorl_pipeline.definitions import build_definitions
 
     print(f"benchmark run {plan.run_id}: {len(plan.partition_keys)} partitions "
@@ -91,6 +92,7 @@ def _train(args: argparse.Namespace) -> int:
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
+    args.slot_wait.watch(instance)  # the main thread watches its waits for pool slots
     from aerorl_pipeline.console import CONSOLE_LOGS, console_job
     from aerorl_pipeline.definitions import build_definitions
 
@@ -277,15 +279,18 @@ def main(argv: list[str] | None = None) -> int:
             quiet_known_logs()  # it imports transformers; before bitsandbytes loads: it logs a known line as it imports
         if args.command in JOB_COMMANDS:
             from aerorl_pipeline.console import interruptible
+            from aerorl_pipeline.slot_wait import SlotWait
 
-            return interruptible(lambda: args.handler(args))  # SIGINT / SIGTERM: a stop at the next safe point
+            args.slot_wait = SlotWait(limit_s=args.settings.executor.pool_wait_limit_s)  # the job's waits for slots
+            return interruptible(lambda: args.handler(args), args.slot_wait)  # SIGINT / SIGTERM: a stop at a safe point
         return args.handler(args)
     except Exception as error:  # raised here or in a job's step: one line (--debug: the traceback too)
         failure = failure_from_error(error)
         if "--debug" in argv:
             print(failure.detail, file=sys.stderr)
         kind = "configuration error: " if failure.exit_code == INPUT_ERROR else ""
-        hint = " (--debug shows the traceback)" if failure.exit_code == FAULT and "--debug" not in argv else ""
+        hint = (" (--debug shows the traceback)" if failure.exit_code == FAULT and failure.detail
+                and "--debug" not in argv else "")
         print(f"aerorl: {kind}{failure.message}{hint}", file=sys.stderr)
         return failure.exit_code
 

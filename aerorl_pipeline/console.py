@@ -8,7 +8,9 @@
 * :func:`interruptible` runs the job in a worker thread, so that SIGINT / SIGTERM reach the command's
   handler instead of Dagster's (which raises inside the step, wherever it is): the handler asks for a
   stop (``aerorl_ops.stop``), the work stops at its next safe point, and a second signal ends the
-  process at once.
+  process at once. Meanwhile the main thread watches the job's waits for pool slots
+  (``aerorl_pipeline.slot_wait``): said after a few seconds, freed from a dead holder, ended by a stop
+  or by the wait limit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -25,11 +28,14 @@ import dagster as dg
 from tqdm import tqdm
 
 from aerorl_ops.stop import clear_stop, request_stop, stop_requested
+from aerorl_pipeline.slot_wait import SlotWait
 
 T = TypeVar("T")
 CONSOLE_LOGS = {"loggers": {"console": {}}}
 """Run config that turns the job's console logger (:func:`console_job`'s) on."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+WATCH_EVERY_S = 1.0
+"""How often the main thread looks at the job's waits for pool slots."""
 
 
 class _WarningLine(logging.Handler):
@@ -62,9 +68,10 @@ def _ask_to_stop(signum: int, _frame: object) -> None:
                "(send it again to stop at once)", file=sys.stderr)
 
 
-def interruptible(work: Callable[[], T]) -> T:
+def interruptible(work: Callable[[], T], watch: SlotWait | None = None) -> T:
     """``work()`` in a worker thread while this (main) thread turns SIGINT and SIGTERM into a stop
-    request; its result, or what it raised."""
+    request and, with ``watch``, looks at the job's waits for pool slots; its result, or what it raised
+    (what ended a wait, when the watch ended one)."""
     clear_stop()
     outcome: dict[str, object] = {}
 
@@ -78,11 +85,17 @@ def interruptible(work: Callable[[], T]) -> T:
     worker = threading.Thread(target=run, name="aerorl-job", daemon=True)
     try:
         worker.start()
+        watched = time.monotonic()
         while worker.is_alive():
             worker.join(0.2)  # short waits: the main thread runs the signal handlers between them
+            if watch is not None and worker.is_alive() and time.monotonic() - watched >= WATCH_EVERY_S:
+                watch.check(worker)
+                watched = time.monotonic()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+    if watch is not None and watch.ended is not None:
+        raise watch.ended
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

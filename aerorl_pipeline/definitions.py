@@ -24,7 +24,7 @@ from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_pipeline.executors import benchmark_executor
 from aerorl_pipeline.jobs import build_benchmark_job, checkpoint_evaluation_job, evaluation_job, training_job
 from aerorl_pipeline.schedules import build_nightly_schedule
-from aerorl_pipeline.sensors import build_automation_sensor, build_checkpoint_sensor
+from aerorl_pipeline.sensors import build_automation_sensor, build_checkpoint_sensor, build_pool_slots_sensor
 from assets.benchmark.checks import build_benchmark_checks
 from assets.benchmark.generation import build_generations
 from assets.benchmark.partitions import build_benchmark_partitions
@@ -57,7 +57,7 @@ def build_definitions(config: str | Path | BenchmarkConfig = BENCHMARK_CONFIG_PA
         asset_checks=[*build_benchmark_checks(partitions), rl_run_reward_hacking],
         jobs=[benchmark_job, training_job, evaluation_job, checkpoint_evaluation_job],
         schedules=[build_nightly_schedule(partitions, benchmark_job)],
-        sensors=[build_automation_sensor(),
+        sensors=[build_automation_sensor(), build_pool_slots_sensor(),
                  build_checkpoint_sensor(bench.eval.follow_checkpoints, checkpoint_evaluation_job)],
         resources=dict(resources) if resources is not None else default_resources(bench.storage),
     )

@@ -58,6 +58,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from aerorl_pipeline.instance import local_instance
 
     instance = local_instance()
+    args.slot_wait.watch(instance)  # the main thread watches its waits for pool slots
     from aerorl_pipeline.console import CONSOLE_LOGS, console_job
     from aerorl_pipeline.definitions import build_definitions
     from assets.resources import default_resources

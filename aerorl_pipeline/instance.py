@@ -2,30 +2,26 @@
 
 Opening it also closes the books on runs a killed process left behind: a run still ``STARTING`` or
 ``STARTED`` whose process is gone is marked failed, with a ``RUN_FAILURE`` event (and a log line)
-that says why. The process is the one that logged the run's start (its ``RUN_START``, else its
-``RUN_STARTING``, event); a run whose process is alive is in progress and left alone, and so is a
-``QUEUED`` run (it waits for a run queue, not for a process). Process ids are this machine's: the
-instance is the local one.
+that says why, and the pool slots it held, or waited for, are freed (``aerorl_pipeline.pool_slots``), so the
+next step of the pool does not wait for a run that will never free them. The process is the one that
+logged the run's start (its ``RUN_START``, else its ``RUN_STARTING``, event); a run whose process is alive
+is in progress and left alone, and so is a ``QUEUED`` run (it waits for a run queue, not for a process).
+Process ids are this machine's: the instance is the local one.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from pathlib import Path
 
 import dagster as dg
-import psutil
 
+from aerorl_pipeline.pool_slots import UNFINISHED, fail_if_abandoned, free_dead_runs_slots
 from assets.project import PROJECT_ROOT
 
 DEFAULT_DAGSTER_HOME = PROJECT_ROOT / ".dagster_home"
 INSTANCE_FILE = "dagster.yaml"
-UNFINISHED = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-START_EVENTS = {dg.DagsterEventType.RUN_START, dg.DagsterEventType.RUN_STARTING}
-
-log = logging.getLogger(__name__)
 
 
 def ensure_dagster_home() -> Path:
@@ -45,32 +41,11 @@ def local_instance() -> dg.DagsterInstance:
     ensure_dagster_home()
     instance = dg.DagsterInstance.get()
     fail_abandoned_runs(instance)
+    free_dead_runs_slots(instance)
     return instance
 
 
 def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark failed each unfinished run whose process is gone; the ids of the runs marked."""
-    failed = []
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED)):
-        starts = instance.get_records_for_run(run.run_id, of_type=START_EVENTS, ascending=False, limit=1).records
-        start = starts[0].event_log_entry if starts else None
-        if start is None or start.dagster_event is None or start.dagster_event.pid is None:
-            continue  # no process to ask about
-        pid = start.dagster_event.pid
-        if process_alive_since(pid, start.timestamp):
-            continue
-        message = (f"run {run.run_id} was {run.status.value} but its process (pid {pid}) is gone: it was killed or "
-                   "crashed. Marked failed when the instance was next opened; rerun it to finish its work")
-        instance.report_run_failed(run, message=message)
-        log.warning(message)
-        failed.append(run.run_id)
-    return failed
-
-
-def process_alive_since(pid: int, timestamp: float) -> bool:
-    """Is process ``pid`` running, and the same process that existed at ``timestamp`` (not a reused id)?"""
-    try:
-        process = psutil.Process(pid)
-        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= timestamp + 1.0
-    except psutil.Error:  # no such process
-        return False
+    return [run.run_id for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(UNFINISHED)))
+            if fail_if_abandoned(instance, run)]

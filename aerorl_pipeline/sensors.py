@@ -1,5 +1,10 @@
 """The sensors: ``automation_conditions``, which runs the assets' automation conditions (the rows' 01:00
-refresh), and ``checkpoint_evaluations``.
+refresh), ``pool_slots``, which frees the pool slots of dead runs, and ``checkpoint_evaluations``.
+
+``pool_slots`` is on by default: every 30 s it marks failed each run whose process is gone and frees the pool
+slots of runs that can no longer free them (``aerorl_pipeline.pool_slots``), so a run launched from the UI or by
+the nightly schedule never waits for a slot held by a killed process. The command line does the same each time it
+opens the instance.
 
 ``automation_conditions`` is on by default, so the rows refresh whenever ``dagster-daemon`` runs (``aerorl
 dev`` starts one). Dagster's own ``default_automation_condition_sensor``, which it adds when no sensor
@@ -21,10 +26,13 @@ from __future__ import annotations
 import dagster as dg
 
 from aerorl_ops.config.evaluation import follows
+from aerorl_pipeline.instance import fail_abandoned_runs
+from aerorl_pipeline.pool_slots import free_dead_runs_slots
 from assets.checkpoints import CHECKPOINTS_ASSET
 
 AUTOMATION_SENSOR = "automation_conditions"
 CHECKPOINT_SENSOR = "checkpoint_evaluations"
+POOL_SLOTS_SENSOR = "pool_slots"
 RECORDS_PER_TICK = 100
 
 
@@ -33,6 +41,20 @@ def build_automation_sensor() -> dg.AutomationConditionSensorDefinition:
     return dg.AutomationConditionSensorDefinition(
         AUTOMATION_SENSOR, target=dg.AssetSelection.all(), default_status=dg.DefaultSensorStatus.RUNNING,
         description="Evaluates the assets' automation conditions: the dataset rows refresh at 01:00 UTC.")
+
+
+def build_pool_slots_sensor() -> dg.SensorDefinition:
+    """The sensor that fails abandoned runs and frees their pool slots, running from the start."""
+
+    @dg.sensor(name=POOL_SLOTS_SENSOR, default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=30)
+    def pool_slots(context: dg.SensorEvaluationContext) -> dg.SkipReason:
+        """Marks failed each run whose process is gone and frees the pool slots no live run can free."""
+        failed = fail_abandoned_runs(context.instance)
+        freed = free_dead_runs_slots(context.instance)
+        return dg.SkipReason(f"runs marked failed: {failed or 'none'}; runs whose pool slots were freed: "
+                             f"{freed or 'none'}")
+
+    return pool_slots
 
 
 def checkpoint_run_requests(instance: dg.DagsterInstance, cursor: str | None, policy: str

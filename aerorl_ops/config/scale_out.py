@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aerorl_ops.config.fields import fail, non_negative_int, one_of, positive_int, setting, text_or_empty
+from aerorl_ops.config.fields import (
+    fail,
+    non_negative_int,
+    non_negative_number,
+    one_of,
+    positive_int,
+    setting,
+    text_or_empty,
+)
 
 EXECUTOR_KINDS = ("default", "celery", "k8s")
 
@@ -48,6 +56,10 @@ class ExecutorSettings:
                              check=any_text)
     gpus_per_partition: int = setting(0, help="k8s: nvidia.com/gpu each partition's generation step requests",
                                       check=non_negative_int)
+    pool_wait_limit_s: float = setting(0.0, help="how long a step of `aerorl bench`, `train` or `eval` waits for "
+                                       "a pool slot (duckdb_writer) that a live run holds before the command ends "
+                                       "with an error naming the holder; 0 = as long as the holder's process lives",
+                                       check=non_negative_number)
 
     def __post_init__(self) -> None:
         if self.kind == "k8s" and not self.k8s_image:

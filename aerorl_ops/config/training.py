@@ -63,6 +63,12 @@ ROLLOUT_MODES = ("sync", "one_step_off")
 """Which weights sample step k's replies: those after step k-1, or after step k-2 (``rl.step.trainer``)."""
 SHARDING_MODES = ("none", "fsdp2")
 """How torchrun ranks hold the policy, its gradients and optimizer state (``rl.runtime.sharding``)."""
+PACKING_MODES = ("auto", "on", "off")
+"""Whether the log-prob and update passes pack each micro-batch's sequences (``rl.step.token_scoring``)."""
+MIXED_PRECISIONS = ("auto", "bf16", "off")
+"""The log-prob and update passes' autocast: auto = bf16 on CUDA, off elsewhere (``rl.step.token_scoring``)."""
+LOGPROB_KERNELS = ("aerorl", "liger")
+"""The LM-head log-prob kernel: ours (``losses.token_logprobs``) or Liger Kernel's (``losses.liger_logprobs``)."""
 
 
 _text_or_empty = text_or_empty("empty to turn it off")
@@ -136,6 +142,21 @@ class TrainingSettings:
                                       "the scoring and update passes (verl's dynamic batch size; the gradient is "
                                       "the same); 0 = grad_accumulation micro-batches by row count",
                                       check=non_negative_int)
+    packed_sequences: str = setting("auto", help="the log-prob and update passes (rollout scoring, reference, "
+                                     "updates, warm-up) on packed sequences: each micro-batch's rows as one row of "
+                                     "their real tokens, no padding computed (verl's remove padding; on CUDA the "
+                                     "text attention runs FlashAttention's variable-length kernel). auto: where the "
+                                     "model's first scored micro-batch gives the padded log-probs packed (checked "
+                                     "once per model; otherwise padded, and logged); on: packed, or fail; off: "
+                                     "padded", check=one_of(*PACKING_MODES))
+    mixed_precision: str = setting("auto", help="the log-prob and update passes' forward under torch.autocast: bf16 "
+                                   "(bfloat16 compute, the parameters and their gradients in the model's dtype, fp32 "
+                                   "master weights for a float32 model; log-probs in float32) or off; auto: bf16 on "
+                                   "CUDA, off elsewhere", check=one_of(*MIXED_PRECISIONS))
+    logprob_kernel: str = setting("aerorl", help="the LM head's per-token log-prob and entropy kernel: aerorl (our "
+                                  "chunked fused path) or liger (Liger Kernel's fused linear scaled cross-entropy: "
+                                  "needs liger-kernel >= 0.8.5, Triton and CUDA; not a dependency)",
+                                  check=one_of(*LOGPROB_KERNELS))
     max_nonfinite_steps: int = setting(3, help="NaN/inf guard: stop after this many skipped updates in a row",
                                        check=positive_int)
     kl_coef: float | None = setting(None, help="KL coefficient to the reference (0 = no reference is loaded); "
@@ -374,11 +395,11 @@ def require_recipe(settings: TrainingSettings, taker: str) -> Recipe:
 
 
 LAUNCH_SETTINGS = ("nproc_per_node", "dist_timeout_s", "rollout_log_rate", "sharding", "cpu_offload",
-                   "gradient_checkpointing", "nnodes", "vllm_sleep_mode")
+                   "gradient_checkpointing", "nnodes", "vllm_sleep_mode", "packed_sequences", "logprob_kernel")
 """How a run is launched and recorded, not what it trains (the same global batch trains the same policy on
 any number of ranks, sharded or not, with activations kept or recomputed, the rollout engine asleep during the
-updates or not, whatever share of its replies is stored): left out of the run id, so a run resumes whatever its
-launch."""
+updates or not, its sequences packed or padded, its log-probs by either kernel, whatever share of its replies is
+stored): left out of the run id, so a run resumes whatever its launch."""
 
 
 TRAINING_DEFAULTS = TrainingSettings()

@@ -49,6 +49,7 @@ class _ChunkedLinearLogprobs(torch.autograd.Function):
         targets: torch.Tensor,  # [N] int64
         chunk_size: int,
         temperature: float,
+        out_dtype: torch.dtype,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         acc = accumulation_dtype(hidden.dtype)
         n_rows = hidden.shape[0]
@@ -67,7 +68,7 @@ class _ChunkedLinearLogprobs(torch.autograd.Function):
         ctx.chunk_size = chunk_size
         ctx.temperature = temperature
         ctx.set_materialize_grads(False)  # an output outside the loss gets None, not zeros
-        return logprobs.to(hidden.dtype), entropy.to(hidden.dtype)
+        return logprobs.to(out_dtype), entropy.to(out_dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -106,7 +107,7 @@ class _ChunkedLinearLogprobs(torch.autograd.Function):
             grad_weight = grad_weight.to(weight.dtype)
         if grad_bias is not None:
             grad_bias = grad_bias.to(bias.dtype)
-        return grad_hidden, grad_weight, grad_bias, None, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None
 
 
 def fused_token_logprobs(
@@ -117,13 +118,16 @@ def fused_token_logprobs(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     temperature: float = 1.0,
     lm_head_bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
 ) -> TokenLogprobs:
     """Log-probs and entropies of ``target_ids`` at mask-True positions, never building [B, T, V].
 
     hidden_states: [B, T, H]; lm_head_weight: [V, H]; lm_head_bias: [V] or None;
     target_ids: [B, T] int, already shifted (``hidden_states[b, t]`` scores ``target_ids[b, t]``);
     values at mask-False positions are never read, so padding ids are fine there;
-    mask: [B, T] bool, True = counted. Returns :class:`TokenLogprobs` with N = mask.sum() rows.
+    mask: [B, T] bool, True = counted. Returns :class:`TokenLogprobs` with N = mask.sum() rows, in
+    ``out_dtype`` (None: hidden_states' dtype; bfloat16 hidden states with ``out_dtype=torch.float32`` keep
+    the float32 the log-softmax is computed in, for PPO ratios of log-prob differences).
 
     >>> hidden = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     >>> weight = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
@@ -141,6 +145,7 @@ def fused_token_logprobs(
         raise ValueError(f"temperature must be positive; got {temperature}")
     rows, targets = select_rows(hidden_states, target_ids, mask.to(torch.bool), lm_head_weight.shape[0])  # [N, H], [N]
     logprobs, entropy = _ChunkedLinearLogprobs.apply(
-        rows, lm_head_weight, lm_head_bias, targets.long(), chunk_size, float(temperature)
+        rows, lm_head_weight, lm_head_bias, targets.long(), chunk_size, float(temperature),
+        out_dtype or hidden_states.dtype,
     )  # [N], [N]
     return TokenLogprobs(logprobs=logprobs, entropy=entropy)

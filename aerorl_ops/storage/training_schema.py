@@ -90,6 +90,9 @@ class StepStats:
     # RL on a mixture (envs.mixture): JSON {source: {"accuracy": share correct or null, "n": replies}} of the
     # rollout, every part of the mixture listed; None for a run on one dataset
     accuracy_by_source: str | None = column(pa.json_(), default=None)
+    # how the step's log-prob and update passes ran (rl.step.token_scoring): "packed (<attention> attention)",
+    # "padded: <why the model's check failed>", or "padded"
+    scoring_path: str | None = None
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)

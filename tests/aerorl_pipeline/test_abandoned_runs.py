@@ -67,14 +67,14 @@ def test_a_killed_run_is_failed_on_the_next_start_and_a_live_one_is_not_touched(
             alive_run = started_run(instance, "alive")
         killed.send_signal(signal.SIGKILL)
         killed.wait()
-        with caplog.at_level(logging.WARNING, logger="aerorl_pipeline.instance"), local_instance() as instance:
+        with caplog.at_level(logging.WARNING, logger="aerorl_pipeline.pool_slots"), local_instance() as instance:
             assert instance.get_run_by_id(killed_run.run_id).status == dg.DagsterRunStatus.FAILURE
             assert instance.get_run_by_id(alive_run.run_id).status == dg.DagsterRunStatus.STARTED
             failures = instance.all_logs(killed_run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
         expected = (f"run {killed_run.run_id} was STARTED but its process (pid {killed.pid}) is gone: it was killed "
                     "or crashed. Marked failed when the instance was next opened; rerun it to finish its work")
         assert [entry.message for entry in failures] == [expected]
-        assert [r.getMessage() for r in caplog.records if r.name == "aerorl_pipeline.instance"] == [expected]
+        assert [r.getMessage() for r in caplog.records if r.name == "aerorl_pipeline.pool_slots"] == [expected]
         with local_instance() as instance:  # opened again: nothing more to mark
             assert len(instance.all_logs(killed_run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)) == 1
             assert instance.get_run_by_id(alive_run.run_id).status == dg.DagsterRunStatus.STARTED

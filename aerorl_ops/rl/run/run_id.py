@@ -14,7 +14,7 @@ from aerorl_ops.config.training import LAUNCH_SETTINGS, TRAINING_DEFAULTS, Recip
 
 ID_WHEN_SET = ("freeze_projector", "policy_loss", "tau_pos", "tau_neg", "dynamic_sampling", "max_sampling_rounds",
                "overlong_buffer", "overlong_penalty_factor", "mask_truncated", "micro_batch_tokens",
-               "rollout_mode", "rollout_is", "rollout_is_cap")
+               "rollout_mode", "rollout_is", "rollout_is_cap", "mixed_precision")
 """Settings added since the run-id format: each enters the id only when set away from its default, so
 adding a setting leaves the id (and so the resume) of every run made before it as it was."""
 ID_RESOLVED = ("kl_coef", "loss_agg_mode", "clip_low", "clip_high")

@@ -23,7 +23,7 @@ Everything that runs a sharded policy runs on every rank at once, since each uni
 gathered collectively: rollouts (``generate`` steps all ranks together, HF's ``synced_gpus``, so a rank
 whose replies ended keeps stepping with the others), scoring, the held-out evaluations, checkpoints
 (:attr:`Sharding.collective`). The fused log-prob path reads the LM head's weight outside any module's
-forward, so it runs as a registered forward method of the root (``sequences.SHARDED_SCORING``),
+forward, so it runs as a registered forward method of the root (``SCORING_METHOD``),
 inside which FSDP has gathered the root's parameters; so does ``generate``, which encodes the images
 before its first forward.
 """
@@ -60,10 +60,11 @@ from aerorl_ops.rl.runtime.sharded_checkpoint import (
 )
 from aerorl_ops.rl.runtime.value_head import ValueHead
 
-SHARDED_SCORING = "aerorl_completion_tokens"
-"""A sharded policy's model carries the step's scoring function (``rl.step.sequences.fused_completion_tokens``)
-under this name as a registered FSDP forward method, so its root's parameters (the LM head's weight it reads)
-are gathered."""
+SCORING_METHOD = "aerorl_completion_tokens"
+"""A prepared policy's model carries the step's scoring (``rl.step.token_scoring.TokenScoring``: packed or padded,
+its precision and LM-head kernel) under this name, which ``rl.step.sequences.completion_tokens`` calls; a sharded
+policy's as a registered FSDP forward method, so its root's parameters (the LM head's weight it reads) are
+gathered."""
 Scoring = Callable[..., object]
 
 
@@ -106,7 +107,8 @@ class Sharding(Protocol):
 
     def prepare(self, policy: PolicyRuntime, scoring: Scoring) -> None:
         """Ready the loaded policy to train (idempotent: a model already prepared is left as it is); ``scoring``:
-        the step's per-token scoring, which a sharded model runs as a forward method."""
+        the step's per-token scoring, which the model carries (``SCORING_METHOD``; a sharded model runs it as a
+        forward method)."""
 
     def prepare_head(self, head: ValueHead) -> ValueHead: ...
 
@@ -138,6 +140,7 @@ class Replicated:
     def prepare(self, policy: PolicyRuntime, scoring: Scoring) -> None:
         if self.gradient_checkpointing:
             enable_activation_checkpointing(policy.loaded.model)
+        setattr(base_model(policy.loaded.model), SCORING_METHOD, scoring)
 
     def prepare_head(self, head: ValueHead) -> ValueHead:
         return head
@@ -201,8 +204,8 @@ class FullyShardedFSDP2:
                 self._shard(module)
         self._shard(root)
         root._is_fsdp_managed_module = True  # transformers' generate then steps every rank together (synced_gpus)
-        setattr(root, SHARDED_SCORING, scoring)
-        for method in (SHARDED_SCORING, "generate"):  # generate encodes the images before its first forward
+        setattr(root, SCORING_METHOD, scoring)
+        for method in (SCORING_METHOD, "generate"):  # generate encodes the images before its first forward
             register_fsdp_forward_method(root, method)
         self._first_gather(root)
 

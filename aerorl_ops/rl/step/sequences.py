@@ -16,7 +16,7 @@ tokens a benchmark record counts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -25,7 +25,7 @@ from peft import PeftModel
 from aerorl_ops.losses import TokenLogprobs, fused_token_logprobs
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.models.vision_tokens import vision_token_ids, vision_token_mask
-from aerorl_ops.rl.runtime.sharding import SHARDED_SCORING
+from aerorl_ops.rl.runtime.sharding import SCORING_METHOD
 from aerorl_ops.rl.step.per_token_inputs import TARGETS, extend_per_token_inputs
 
 
@@ -70,16 +70,25 @@ def append_completions(prompt_inputs, completions: Sequence[Sequence[int]], load
     return SequenceBatch(inputs, completion_mask, vision_token_mask(input_ids, vision_ids))
 
 
-def final_hidden_states(model, batch: SequenceBatch) -> torch.Tensor:
-    """Last hidden states of the decoder (before the LM head): [B, T, H]. A peft ``PeftModel`` (LoRA)
-    is read through the model it wraps, whose layers carry the adapters."""
-    inner = model.get_base_model() if isinstance(model, PeftModel) else model
+def scoring_model(model) -> torch.nn.Module:
+    """The transformers model a peft ``PeftModel`` (LoRA) wraps, whose layers carry the adapters; else ``model``."""
+    return model.get_base_model() if isinstance(model, PeftModel) else model
+
+
+def model_hidden_states(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Last hidden states of the decoder (before the LM head) on model ``inputs``: [B, T, H]."""
+    inner = scoring_model(model)
     if hasattr(inner, "model"):  # transformers' VLM layout: the base model, the LM head beside it
-        return inner.model(**batch.inputs, use_cache=False).last_hidden_state
-    return decoder_output(inner, batch)
+        return inner.model(**inputs, use_cache=False).last_hidden_state
+    return decoder_output(inner, inputs)
 
 
-def decoder_output(model, batch: SequenceBatch) -> torch.Tensor:
+def final_hidden_states(model, batch: SequenceBatch) -> torch.Tensor:
+    """Last hidden states of the decoder (before the LM head) on ``batch``: [B, T, H]."""
+    return model_hidden_states(model, batch.inputs)
+
+
+def decoder_output(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """[B, T, H]: the decoder's output (``get_decoder()``) of a VLM with no base model to call (Llama 4: its
     causal LM under ``language_model``), read by a hook while the whole model runs with its head on the last
     position only (``logits_to_keep=1``, not [B, T, V] logits)."""
@@ -88,10 +97,27 @@ def decoder_output(model, batch: SequenceBatch) -> torch.Tensor:
     captured = []
     hook = decoder.register_forward_hook(lambda module, args, out: captured.append(out.last_hidden_state))
     try:
-        model(**batch.inputs, use_cache=False, logits_to_keep=1)
+        model(**inputs, use_cache=False, logits_to_keep=1)
     finally:
         hook.remove()
     return captured[0]
+
+
+class PredictingRows(NamedTuple):
+    """The states that predict a batch's counted completion tokens, and those tokens, row-major (the order of
+    ``x[completion_mask[:, 1:]]``)."""
+
+    hidden: torch.Tensor  # [N, H] final hidden state at the position that predicts each token
+    targets: torch.Tensor  # [N] the tokens
+
+
+def padded_rows(model, batch: SequenceBatch) -> PredictingRows:
+    """The states predicting ``batch``'s counted completion tokens from one forward of its padded rows, and the
+    tokens: [N, H], [N]. Hidden state ``t`` predicts token ``t + 1``, so position ``t`` counts when token
+    ``t + 1`` is a counted completion token."""
+    hidden = final_hidden_states(model, batch)[:, :-1]  # [B, T-1, H]
+    counted = batch.completion_mask[:, 1:]  # [B, T-1]
+    return PredictingRows(hidden[counted], batch.input_ids[:, 1:][counted])  # [N, H], [N]
 
 
 class CompletionTokens(NamedTuple):
@@ -102,37 +128,52 @@ class CompletionTokens(NamedTuple):
     hidden: torch.Tensor  # [N, H] final hidden state at the position that predicts the token
 
 
-def completion_tokens(model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
-    """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H]
-    (:func:`fused_completion_tokens`, through a sharded policy's forward method when it has one)."""
-    sharded = getattr(model.get_base_model() if isinstance(model, PeftModel) else model, SHARDED_SCORING, None)
-    if sharded is not None:
-        return sharded(model, batch, temperature)
-    return fused_completion_tokens(model, batch, temperature)
+Scoring = Callable[..., CompletionTokens]
+"""How a model scores a batch's completion tokens: ``(model, batch, temperature) -> CompletionTokens``
+(:func:`fused_completion_tokens`, or ``rl.step.token_scoring.TokenScoring``)."""
+
+
+def completion_tokens(model, batch: SequenceBatch, temperature: float = 1.0,
+                      scoring: Scoring | None = None) -> CompletionTokens:
+    """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H].
+
+    By the scoring the model was prepared with (``SCORING_METHOD``: the trainer's ``TokenScoring``, a sharded
+    policy's as a registered FSDP forward method), else ``scoring``, else :func:`fused_completion_tokens`."""
+    prepared = getattr(scoring_model(model), SCORING_METHOD, None)
+    return (prepared or scoring or fused_completion_tokens)(model, batch, temperature)
+
+
+def head_logprobs(model, rows: PredictingRows, temperature: float = 1.0,
+                  out_dtype: torch.dtype | None = None) -> TokenLogprobs:
+    """Log-prob and entropy of each of ``rows``' targets under ``model``'s LM head, by the fused chunked path
+    (``losses.fused_token_logprobs``): [N] each, in ``out_dtype`` (None: the rows' dtype). The head's
+    weight computes in the rows' dtype (bfloat16 rows under autocast: a bfloat16 copy, whose gradient
+    reaches the float32 weight)."""
+    head = model.get_output_embeddings()
+    bias = getattr(head, "bias", None)
+    n = rows.targets.shape[0]
+    return fused_token_logprobs(
+        rows.hidden[None],  # [1, N, H]
+        head.weight.to(rows.hidden.dtype),  # [V, H]
+        rows.targets[None],  # [1, N]
+        torch.ones((1, n), dtype=torch.bool, device=rows.targets.device),  # [1, N]
+        temperature=temperature,
+        lm_head_bias=None if bias is None else bias.to(rows.hidden.dtype),
+        out_dtype=out_dtype,
+    )
 
 
 def fused_completion_tokens(model, batch: SequenceBatch, temperature: float = 1.0) -> CompletionTokens:
-    """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H].
-
-    Hidden state ``t`` predicts token ``t + 1``, so position ``t`` counts when token ``t + 1`` is
-    a counted completion token.
-    """
-    hidden = final_hidden_states(model, batch)[:, :-1]  # [B, T-1, H]
-    counted = batch.completion_mask[:, 1:]  # [B, T-1]
-    head = model.get_output_embeddings()
-    scored = fused_token_logprobs(
-        hidden,  # [B, T-1, H]
-        head.weight,  # [V, H]
-        batch.input_ids[:, 1:],  # [B, T-1]
-        counted,  # [B, T-1]
-        temperature=temperature,
-        lm_head_bias=getattr(head, "bias", None),
-    )
-    return CompletionTokens(scored.logprobs, scored.entropy, hidden[counted])  # [N], [N], [N, H]
+    """Log-prob, entropy and predicting hidden state of every counted completion token: [N], [N], [N, H], from
+    the padded batch (:func:`padded_rows`) through the fused LM-head path (:func:`head_logprobs`)."""
+    rows = padded_rows(model, batch)
+    scored = head_logprobs(model, rows, temperature)
+    return CompletionTokens(scored.logprobs, scored.entropy, rows.hidden)  # [N], [N], [N, H]
 
 
-def completion_logprobs(model, batch: SequenceBatch, temperature: float = 1.0) -> TokenLogprobs:
-    """Log-prob and entropy of every counted completion token, flattened row-major: [N] each."""
-    tokens = completion_tokens(model, batch, temperature)
+def completion_logprobs(model, batch: SequenceBatch, temperature: float = 1.0,
+                        scoring: Scoring | None = None) -> TokenLogprobs:
+    """Log-prob and entropy of every counted completion token, flattened row-major: [N] each
+    (:func:`completion_tokens`)."""
+    tokens = completion_tokens(model, batch, temperature, scoring)
     return TokenLogprobs(tokens.logprobs, tokens.entropy)
-

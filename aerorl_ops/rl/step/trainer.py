@@ -86,12 +86,7 @@ from aerorl_ops.rl.step.rollout_engine import RolloutEngine
 from aerorl_ops.rl.step.rollout_rounds import sample_seed, step_rollout
 from aerorl_ops.rl.step.rollout_samples import RolloutSample, rollout_samples, sampled_rows
 from aerorl_ops.rl.step.scoring import score_rollout
-from aerorl_ops.rl.step.sequences import (
-    SequenceBatch,
-    completion_logprobs,
-    completion_tokens,
-    fused_completion_tokens,
-)
+from aerorl_ops.rl.step.sequences import SequenceBatch, completion_logprobs, completion_tokens
 from aerorl_ops.rl.step.stats import StepOutcome, StepStats, accuracy_by_source, rl_step_extra, step_stats
 from aerorl_ops.rl.step.step_parts import (
     Outcomes,
@@ -100,6 +95,7 @@ from aerorl_ops.rl.step.step_parts import (
     response_layout,
     response_mask,
 )
+from aerorl_ops.rl.step.token_scoring import TokenScoring, scoring_path
 
 MAX_GRAD_NORM = 1.0
 """Every update's gradient is clipped to this norm (not a setting)."""
@@ -138,6 +134,7 @@ class RLTrainer:
         self.settings = settings
         self.dp = dp
         self.sharding = sharding_for(settings, dp)  # how the ranks hold the policy, gradients and AdamW state
+        self.scoring = TokenScoring.of(settings, device)  # the log-prob passes' machinery: packed, precision, kernel
         self.state_bytes = 0  # the most bytes of parameters, gradients and optimizer state this rank held
         self.policy = policy
         self.reference = reference
@@ -205,7 +202,7 @@ class RLTrainer:
         if self.policy is None:
             raise RuntimeError("this RLTrainer has no policy runtime; build one with "
                                "rl.runtime.policy.policy_and_reference(...)")
-        self.sharding.prepare(self.policy, fused_completion_tokens)
+        self.sharding.prepare(self.policy, self.scoring)
         return self.policy
 
     def _seed_step(self) -> None:
@@ -361,11 +358,13 @@ class RLTrainer:
     def _score_rollout(self, batches: list[SequenceBatch], mask: torch.Tensor) -> RolloutScores:
         """``step.scoring.score_rollout`` with this trainer's models (the reference when the KL term is on)."""
         reference = None if self.settings.kl_coef == 0 else self.reference
-        return score_rollout(self._policy(), self.value_head, reference, batches, mask)
+        return score_rollout(self._policy(), self.value_head, reference, batches, mask, self.scoring)
 
     def _stats(self, phase: str, loss: float, batches: list[SequenceBatch], outcomes: Outcomes | None,
                extra: dict[str, float | str | None], grad_norm: float, skipped: bool, started: float) -> StepStats:
-        return step_stats(self.dp, self._policy().loaded.device, StepOutcome(
+        loaded = self._policy().loaded
+        extra = {**extra, "scoring_path": scoring_path(loaded.model, self.scoring)}
+        return step_stats(self.dp, loaded.device, StepOutcome(
             self.state.step, phase, loss, outcomes, extra, grad_norm, self.learning_rate, skipped), batches, started)
 
     def _update(self, parts: list[tuple[SequenceBatch, slice]], targets: Targets, whole: torch.Tensor) -> Update:

@@ -49,7 +49,7 @@ HAND_WRITTEN = {
         "dual_clip_fraction double", "value_loss double", "value_clip_fraction double", "explained_variance double",
         "groups_sampled int32", "groups_kept int32", "groups_dropped int32", "groups_filled int32",
         "sampling_rounds int32", "padded_token_fraction double", "behaviour_step int32",
-        f"accuracy_by_source {JSON}",
+        f"accuracy_by_source {JSON}", "scoring_path string",
     ),
     "training_evals": (
         "run_id string !", "step int32 !", "phase string", "wall_s double", "accuracy double",

@@ -81,7 +81,7 @@ TABLES = {
         "approx_kl DOUBLE, dual_clip_fraction DOUBLE, value_loss DOUBLE, value_clip_fraction DOUBLE, "
         "explained_variance DOUBLE, groups_sampled INTEGER, groups_kept INTEGER, groups_dropped INTEGER, "
         "groups_filled INTEGER, sampling_rounds INTEGER, padded_token_fraction DOUBLE, "
-        "behaviour_step INTEGER, accuracy_by_source JSON"
+        "behaviour_step INTEGER, accuracy_by_source JSON, scoring_path VARCHAR"
     ),
     "training_evals": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, wall_s DOUBLE, accuracy DOUBLE, "
