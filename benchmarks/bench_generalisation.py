@@ -49,6 +49,7 @@ interrupted run resumes. The table is printed from the log.
     python benchmarks/bench_generalisation.py --task easy_vqa       # the compositional easy-VQA run
     python benchmarks/bench_generalisation.py --recipe smoke        # a minute: the path, not the result
     python benchmarks/bench_generalisation.py --recipe gpu --device cuda   # the same experiment, larger, on a GPU
+    python benchmarks/bench_generalisation.py --recipe cpu-rl-lr1e-4 --reuse-from cpu --arms rl   # the lr diagnosis
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ RECIPES = {
         "smoke": Recipe(seeds=(0,), warmup_steps=2, arm_cpu_s=5.0, eval_episodes=4, train_episodes=32),
         "gpu": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=1800.0, eval_episodes=500, prompts_per_step=16,
                       group_size=16, max_sampling_rounds=10, threads=4),
+        "cpu-rl-lr1e-4": Recipe(seeds=(0, 1, 2), warmup_steps=50, arm_cpu_s=300.0, eval_episodes=200,
+                                learning_rate=1e-4),
     },
     "easy_vqa": {
         "cpu": Recipe(seeds=(0, 1, 2), warmup_steps=300, arm_cpu_s=150.0, eval_episodes=1500, train_episodes=0,
@@ -144,7 +147,10 @@ cut from 7 while the warm-up ran, before any score, when the shared cores gave t
 at partial success: 50 steps reached 0.19 on training-split episodes in a calibration run, 100 steps 1.0).
 easy-VQA ``cpu``: a 300-step warm-up (the embedded easy-VQA build reads colour after 500), arms of 2.5 CPU minutes
 (about the RL phase of the default ``aerorl train``), 1,500 questions per distribution (about 200 each of colour
-and shape). ``gpu``: the same experiments with 6x the arm budget, larger RL batches and more evaluation items."""
+and shape). ``gpu``: the same experiments with 6x the arm budget, larger RL batches and more evaluation items.
+MiniGrid ``cpu-rl-lr1e-4`` (with ``--reuse-from cpu``): a diagnosis, designed after ``cpu``'s seed 0 was seen (its
+RL arm's reward fell to 0 after two updates at lr 1e-3 and never came back: no group informative): the same run with
+RL at lr 1e-4, its warm-up and sft arms those of ``cpu`` (nothing else differs)."""
 
 
 def grid(env_id: str, kwargs: dict, turns: int, split: str, limit: int, seed: int) -> GymnasiumEnv:
@@ -283,15 +289,32 @@ def launch(args: argparse.Namespace, stage: list[str]) -> None:
     subprocess.run(command, check=True, cwd=ROOT)
 
 
+def reuse(args: argparse.Namespace, recipe: Recipe) -> None:
+    """Copy run ``--reuse-from``'s warm-up and the arms that ``recipe`` trains as it did (the same sizes but the RL
+    learning rate: its sft arms) into this run, each marked with where it came from; those copied before, or
+    trained here, are not copied again."""
+    source = RECIPES[args.task][args.reuse_from]
+    same_sft = dataclasses.replace(source, learning_rate=recipe.learning_rate) == recipe
+    have = {(r["kind"], r.get("arm"), r.get("seed")) for r in records(args.log, args.run_name)}
+    for record in records(args.log, args.reuse_from):
+        wanted = record["kind"] == "warmup" or (same_sft and record.get("arm") == "sft")
+        if wanted and (record["kind"], record.get("arm"), record.get("seed")) not in have:
+            append(args.log, {**record, "run": args.run_name, "reused_from": args.reuse_from})
+
+
 def main_run(args: argparse.Namespace, recipe: Recipe) -> None:
     began = time.perf_counter()
+    if args.reuse_from:
+        reuse(args, recipe)
     done = records(args.log, args.run_name)
     if not any(r["kind"] == "warmup" for r in done):
         launch(args, ["--stage", "warmup"])
     finished = {(r["arm"], r["seed"]) for r in records(args.log, args.run_name) if r["kind"] == "arm"}
-    jobs = [(name, seed) for seed in recipe.seeds for name in ("rl", "sft") if (name, seed) not in finished]
+    jobs = [(name, seed) for seed in recipe.seeds for name in args.arms if (name, seed) not in finished]
     with ThreadPoolExecutor(max_workers=2) as pool:  # the two arms of a seed side by side, one thread each
         list(pool.map(lambda job: launch(args, ["--stage", "arm", "--arm", job[0], "--seed", str(job[1])]), jobs))
+    if args.reuse_from:  # what the other run finished meanwhile
+        reuse(args, recipe)
     print(f"== {time.perf_counter() - began:.0f} s wall (this invocation)")
     print_table(records(args.log, args.run_name), args.task, recipe)
 
@@ -379,7 +402,9 @@ def print_extras(warm: dict, arms: dict, seeds: list[int], names: list[str], tas
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", choices=sorted(RECIPES), default="minigrid")
-    parser.add_argument("--recipe", choices=("cpu", "smoke", "gpu"), default="cpu")
+    parser.add_argument("--recipe", choices=("cpu", "smoke", "gpu", "cpu-rl-lr1e-4"), default="cpu")
+    parser.add_argument("--reuse-from", default="", help="a logged run whose warm-up (and sft arms, when only the "
+                        "RL learning rate differs) this run takes instead of training them again")
     parser.add_argument("--run-name", default="", help="names the run in the log (default: the recipe's name for "
                         "minigrid, <task>-<recipe> otherwise)")
     parser.add_argument("--log", type=Path, default=ROOT / "reports" / "bench_generalisation.jsonl")
@@ -389,12 +414,18 @@ def main() -> None:
     parser.add_argument("--stage", choices=("warmup", "arm"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--arm", choices=("rl", "sft"), default="rl", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--arms", nargs="+", choices=("rl", "sft"), default=["rl", "sft"],
+                        help="the arms this invocation trains (the others: logged, or --reuse-from)")
     parser.add_argument("--table", action="store_true", help="print the table of the logged run and stop")
     args = parser.parse_args()
+    if args.recipe not in RECIPES[args.task]:
+        parser.error(f"task {args.task} has the recipes {', '.join(RECIPES[args.task])}, not {args.recipe!r}")
     recipe = RECIPES[args.task][args.recipe]
     args.run_name = args.run_name or (args.recipe if args.task == "minigrid" else f"{args.task}-{args.recipe}")
     args.work = args.work or str(ROOT / "data" / "bench_generalisation" / args.run_name)
     if args.table:
+        if args.reuse_from:
+            reuse(args, recipe)
         print_table(records(args.log, args.run_name), args.task, recipe)
         return
     if args.stage is None:
