@@ -310,7 +310,7 @@ def main_run(args: argparse.Namespace, recipe: Recipe) -> None:
     if not any(r["kind"] == "warmup" for r in done):
         launch(args, ["--stage", "warmup"])
     finished = {(r["arm"], r["seed"]) for r in records(args.log, args.run_name) if r["kind"] == "arm"}
-    jobs = [(name, seed) for seed in recipe.seeds for name in args.arms if (name, seed) not in finished]
+    jobs = [(name, seed) for seed in args.seeds or recipe.seeds for name in args.arms if (name, seed) not in finished]
     with ThreadPoolExecutor(max_workers=2) as pool:  # the two arms of a seed side by side, one thread each
         list(pool.map(lambda job: launch(args, ["--stage", "arm", "--arm", job[0], "--seed", str(job[1])]), jobs))
     if args.reuse_from:  # what the other run finished meanwhile
@@ -416,6 +416,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--arms", nargs="+", choices=("rl", "sft"), default=["rl", "sft"],
                         help="the arms this invocation trains (the others: logged, or --reuse-from)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="the recipe's seeds this invocation trains (default: all of them; the table shows all)")
     parser.add_argument("--table", action="store_true", help="print the table of the logged run and stop")
     args = parser.parse_args()
     if args.recipe not in RECIPES[args.task]:
