@@ -7,7 +7,7 @@ split is a configuration error (exit 2), and so is an input error raised in the 
 cannot load, say).
 A failed run exits 1 with the error; a finished one prints the side-by-side table (every metric of
 both models, the difference and, for accuracy, the paired 95% interval), per question type too,
-and where the figure and the rows are.
+then one per held-out distribution of the dataset, and where the figure and the rows are.
 """
 
 from __future__ import annotations
@@ -32,12 +32,15 @@ def check_inputs(args: argparse.Namespace) -> EvalSettings:
     from aerorl_ops.config.benchmark import model_entry
     from aerorl_ops.envs.configured import dataset_env, dataset_settings
     from aerorl_ops.models.sources import check_local_model
+    from assets.evaluation.eval_run import held_out_envs
     from assets.project import MODELS_DIR
 
     settings = checked_flags(EvalSettings, "eval", "eval", flag_values(args, args.eval_flags))
     check_local_model(model_entry(settings.model, args.settings), MODELS_DIR)
     check_local_model(model_entry(settings.baseline, args.settings, "baseline"), MODELS_DIR)
-    dataset_env(dataset_settings(settings.dataset, args.settings, settings.split, settings.n))
+    dataset = dataset_settings(settings.dataset, args.settings, settings.split, settings.n)
+    dataset_env(dataset)
+    held_out_envs(dataset, args.settings)
     return settings
 
 
@@ -87,6 +90,10 @@ def run_eval(args: argparse.Namespace) -> int:
     if metadata["rejected_rows"].value:
         print(f"\n{metadata['dataset'].value}: {metadata['rejections'].value} (in rejected_rows under run id "
               f"{eval_id})")
+    for distribution, held_id in (metadata["distributions"].value or {}).items():
+        with duckdb.connect(str(args.database), read_only=True) as conn:
+            held = format_side_by_side(side_by_side(conn, held_id))
+        print(f"\nheld-out distribution {distribution} (eval {held_id}):\n{held.to_string(index=False)}")
     figure = metadata.get("accuracy_by_setting_png")
     print(f"\nfigure: {figure.value if figure else '(none)'}\nDuckDB: {args.database}\n"
           f"  aerorl sql \"SELECT * FROM eval_vs_baseline WHERE eval_id = '{eval_id}'\"")

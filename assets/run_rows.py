@@ -2,7 +2,8 @@
 
 ``rl_run`` draws three environments (``aerorl_ops.rl.run.inputs.run_datasets``): the training items
 (``training/train_rows``), the held-out sample (``training/held_out_rows``) and, when the sampled
-evaluations have one, the validation sample (``training/validation_rows``); ``eval_run`` and
+evaluations have one, the validation sample (``training/validation_rows``), plus one per held-out
+distribution of the training dataset (``training/held_out_<name>_rows``); ``eval_run`` and
 ``checkpoint_eval`` draw the ``[eval]`` questions (``evaluation/eval_rows``). Each asset caches exactly
 the items its environment holds for the config file's settings, drawn by the environment's own loader
 (``aerorl_ops.envs.cached.env_table``), so the asset graph shows which data trained and evaluated what,
@@ -28,7 +29,7 @@ from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.envs.configured import dataset_settings
 from aerorl_ops.rl.record.recorder import HELD_OUT_STAGE, TRAINING_STAGE, VALIDATION_STAGE
-from aerorl_ops.rl.run.inputs import cached_stages, run_datasets
+from aerorl_ops.rl.run.inputs import cached_stages, distribution_stage, run_datasets
 from assets.io_managers import ParquetTableIOManager
 
 TRAINING_ROWS_KEYS = {TRAINING_STAGE: dg.AssetKey(["training", "train_rows"]),
@@ -59,11 +60,20 @@ def training_rows(bench: BenchmarkConfig) -> dict[str, RunRows]:
     (``rl.run.inputs.cached_stages``: a mixture's part by ``<stage>/<part>``, its key the stage's with the
     part's name after it); none when those name an unknown environment: ``rl_run`` says so when it runs."""
     try:
-        stages = cached_stages(run_datasets(bench.training, bench.seed + bench.training.seed, bench.datasets))
+        chosen = run_datasets(bench.training, bench.seed + bench.training.seed, bench.datasets)
+        stages = cached_stages(chosen)
     except ConfigError:
         return {}
-    return {stage: RunRows(dg.AssetKey([*TRAINING_ROWS_KEYS[stage.split("/")[0]].path, *stage.split("/")[1:]]),
-                           dataset, "rl_run") for stage, dataset in stages.items()}
+    keys = {**TRAINING_ROWS_KEYS, **{distribution_stage(dataset.name): distribution_rows_key(dataset.name)
+                                     for dataset in chosen.distributions}}
+    return {stage: RunRows(dg.AssetKey([*keys[stage.split("/")[0]].path, *stage.split("/")[1:]]), dataset, "rl_run")
+            for stage, dataset in stages.items()}
+
+
+def distribution_rows_key(name: str) -> dg.AssetKey:
+    """The rows asset of held-out distribution ``name`` (a ``[datasets]`` table the training dataset's
+    ``held_out`` names): ``training/held_out_<name>_rows``."""
+    return dg.AssetKey(["training", f"held_out_{name}_rows"])
 
 
 def eval_rows(bench: BenchmarkConfig) -> RunRows | None:

@@ -20,7 +20,8 @@ from aerorl_ops.config.benchmark import BenchmarkConfig
 from aerorl_ops.config.datasets import DatasetSettings
 from aerorl_ops.config.fields import fail
 
-PATH_SETTING = {"easy_vqa": "data_dir", "easy_vqa_pairs": "data_dir", "docvqa": "files", "chartqa": "files"}
+PATH_SETTING = {"easy_vqa": "data_dir", "easy_vqa_pairs": "data_dir", "easy_vqa_combinations": "data_dir",
+                "docvqa": "files", "chartqa": "files"}
 """The environment setting a dataset's ``path`` becomes (``path`` for any other kind)."""
 COMMON_SETTINGS = ("split", "limit", "seed", "name")
 """Settings every table has (``name`` is the table's own), so never given as a kind's extra key."""

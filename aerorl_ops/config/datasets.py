@@ -76,6 +76,10 @@ class DatasetSettings:
     max_new_tokens: int = setting(0, help="new tokens per answer for this dataset's rows in the benchmark (an "
                                   "ARC grid needs more than a word); 0 = [generation] max_new_tokens",
                                   check=non_negative_int)
+    held_out: tuple[str, ...] = setting((), help="[datasets] names of this dataset's held-out distributions (other "
+                                        "tables: larger rooms, unseen combinations): a run training on this table "
+                                        "evaluates each beside its held-out sample, and aerorl eval of it each too, "
+                                        "with distribution = the name in their rows", check=text_list)
     parts: tuple[DatasetSettings, ...] = ()
     """A ``kind = "mixture"`` table's parts: the tables its ``parts`` setting names, resolved when the file
     loads (``config.mixtures``); () for any other table."""
@@ -86,7 +90,7 @@ class DatasetSettings:
     def __hash__(self) -> int:
         return hash((self.name, self.kind, self.split, self.limit, self.path, self.seed,
                      tuple(sorted(self.settings.items(), key=lambda item: item[0])), self.image_roots,
-                     self.judge, self.judge_weight, self.max_images, self.max_new_tokens, self.parts))
+                     self.judge, self.judge_weight, self.max_images, self.max_new_tokens, self.held_out, self.parts))
 
     @property
     def asset_name(self) -> str:
@@ -179,8 +183,29 @@ def parse_datasets(where: str, table: object, root: Path, safe_key) -> tuple[Dat
         return DEFAULT_DATASETS
     if not isinstance(table, Mapping) or not table:
         raise fail(where, "datasets", "must hold at least one [datasets.<name>] table")
-    return with_mixture_parts(where, tuple(parse_dataset(where, name, body, root, safe_key)
-                                           for name, body in table.items()))
+    datasets = tuple(parse_dataset(where, name, body, root, safe_key) for name, body in table.items())
+    check_held_out(where, datasets)
+    return with_mixture_parts(where, datasets)
+
+
+def check_held_out(where: str, datasets: tuple[DatasetSettings, ...]) -> None:
+    """Each table's ``held_out`` names other configured tables, each once; else a ConfigError naming the setting."""
+    configured = [dataset.name for dataset in datasets]
+    for dataset in datasets:
+        name = f"datasets.{dataset.name}.held_out"
+        unknown = [other for other in dataset.held_out if other not in configured]
+        if unknown:
+            raise fail(where, name, f"names {unknown}, not configured; configured: {', '.join(configured)}")
+        if dataset.name in dataset.held_out:
+            raise fail(where, name, "names the dataset itself; a held-out distribution is another [datasets] table")
+        if len(set(dataset.held_out)) != len(dataset.held_out):
+            raise fail(where, name, f"lists a dataset twice: {list(dataset.held_out)}")
+
+
+def held_out_tables(dataset: DatasetSettings, datasets: tuple[DatasetSettings, ...]) -> tuple[DatasetSettings, ...]:
+    """The tables ``dataset.held_out`` names, in its order (the config file checked they exist)."""
+    by_name = {other.name: other for other in datasets}
+    return tuple(by_name[name] for name in dataset.held_out)
 
 
 def with_mixture_parts(where: str, datasets: tuple[DatasetSettings, ...]) -> tuple[DatasetSettings, ...]:

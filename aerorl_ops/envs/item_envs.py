@@ -24,6 +24,7 @@ from aerorl_ops.envs.arc import NAME as ARC
 from aerorl_ops.envs.arc import ArcGrader
 from aerorl_ops.envs.base import SingleTurnEnv, TaskEnv
 from aerorl_ops.envs.easy_vqa import NAME as EASY_VQA
+from aerorl_ops.envs.easy_vqa_combinations import NAME as EASY_VQA_COMBINATIONS
 from aerorl_ops.envs.easy_vqa_pairs import NAME as EASY_VQA_PAIRS
 from aerorl_ops.envs.exact_match_grader import ExactMatchGrader
 from aerorl_ops.envs.gymnasium_env import items_gymnasium_env
@@ -46,6 +47,10 @@ def _setting(kind: str, settings: Mapping[str, Any], name: str) -> Any:
 
 def _easy_vqa(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
     return SingleTurnEnv(EASY_VQA, data, ExactMatchGrader())
+
+
+def _easy_vqa_combinations(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
+    return SingleTurnEnv(_setting(kind, settings, "name") or EASY_VQA_COMBINATIONS, data, ExactMatchGrader())
 
 
 def _easy_vqa_pairs(kind: str, settings: Mapping[str, Any], data: LoadResult) -> TaskEnv:
@@ -79,6 +84,7 @@ ITEM_ENVS: dict[str, ItemsEnv] = {
     "easy_vqa": _easy_vqa,
     "easy_vqa_two_tries": _two_tries,
     "easy_vqa_pairs": _easy_vqa_pairs,
+    "easy_vqa_combinations": _easy_vqa_combinations,
     "docvqa": _benchmark,
     "chartqa": _benchmark,
     "jsonl": _file,

@@ -6,8 +6,8 @@ an error listing the known ones; an unknown setting, or a missing required one, 
 naming it and listing the settings that environment takes.
 
 >>> sorted(ENVIRONMENTS)  # doctest: +NORMALIZE_WHITESPACE
-['arc', 'chartqa', 'docvqa', 'easy_vqa', 'easy_vqa_pairs', 'easy_vqa_two_tries', 'gymnasium', 'jsonl',
- 'mixture', 'parquet']
+['arc', 'chartqa', 'docvqa', 'easy_vqa', 'easy_vqa_combinations', 'easy_vqa_pairs', 'easy_vqa_two_tries',
+ 'gymnasium', 'jsonl', 'mixture', 'parquet']
 >>> env_settings("jsonl")[:3]
 ('path', 'split', 'limit')
 """
@@ -23,6 +23,7 @@ from aerorl_ops.envs.arc import arc_env
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.benchmark_tasks import chartqa_env, docvqa_env
 from aerorl_ops.envs.easy_vqa import easy_vqa_env
+from aerorl_ops.envs.easy_vqa_combinations import easy_vqa_combinations_env
 from aerorl_ops.envs.easy_vqa_pairs import check_pairs_table, easy_vqa_pairs_env
 from aerorl_ops.envs.gymnasium_env import gymnasium_env
 from aerorl_ops.envs.jsonl_task import jsonl_env
@@ -36,6 +37,7 @@ ENVIRONMENTS: dict[str, EnvFactory] = {
     "easy_vqa": easy_vqa_env,
     "easy_vqa_two_tries": easy_vqa_two_tries_env,
     "easy_vqa_pairs": easy_vqa_pairs_env,
+    "easy_vqa_combinations": easy_vqa_combinations_env,
     "docvqa": docvqa_env,
     "chartqa": chartqa_env,
     "jsonl": jsonl_env,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, demonstration
 from aerorl_ops.envs.types import Completion, EnvCounts, EpisodeState, Observation, StepResult
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -31,6 +31,10 @@ class WrappedEnv:
     @property
     def counts(self) -> EnvCounts:
         return self.env.counts
+
+    def planned_actions(self, item: TaskItem) -> tuple[str, ...] | None:
+        """The wrapped environment's demonstration of ``item``'s episode (``envs.base.demonstration``)."""
+        return demonstration(self.env, item)
 
     def question_type(self, index: int) -> str | None:
         return self.env.question_type(index)

@@ -9,5 +9,7 @@ Pure functions on Python / numpy / CPU-tensor values; nothing here generates, tr
 - ``paired``: paired bootstrap and exact McNemar comparison of a model with its baseline;
 - ``binomial``: standard error and exact interval of a proportion;
 - ``accuracy``: accuracy with its standard error, overall and per question type;
+- ``episodes``: whole episodes of a multi-turn environment: success, mean return and mean turns with standard
+  errors;
 - ``outcomes``: input checks shared by the above.
 """

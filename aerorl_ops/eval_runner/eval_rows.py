@@ -56,16 +56,17 @@ class RoleEvaluation:
     outcome: EvalOutcome
 
 
-def eval_tables(eval_id: str, evaluations: Sequence[RoleEvaluation],
-                comparisons: Sequence[ComparisonRow] = ()) -> list[PartitionWrite]:
-    """The eval's rows of each ``eval_*`` table (each write replaces the eval's partition)."""
+def eval_tables(eval_id: str, evaluations: Sequence[RoleEvaluation], comparisons: Sequence[ComparisonRow] = (),
+                distribution: str | None = None) -> list[PartitionWrite]:
+    """The eval's rows of each ``eval_*`` table (each write replaces the eval's partition); ``distribution``: the
+    held-out distribution it scored (``storage.eval_schema.DISTRIBUTION``), None for the dataset itself."""
     roles = [evaluation.record.role for evaluation in evaluations]
     if not roles or len(set(roles)) != len(roles):
         raise ValueError(f"eval {eval_id!r}: give one evaluation per role, got roles {roles}")
-    key = {"eval_id": eval_id}
-    samples = [EVAL_SAMPLES.rows(e.outcome.samples, eval_id=eval_id, role=e.record.role) for e in evaluations]
-    metrics = [EVAL_METRICS.rows(e.outcome.metrics, eval_id=eval_id, role=e.record.role) for e in evaluations]
+    key, shown = {"eval_id": eval_id}, {"eval_id": eval_id, "distribution": distribution}
+    samples = [EVAL_SAMPLES.rows(e.outcome.samples, **shown, role=e.record.role) for e in evaluations]
+    metrics = [EVAL_METRICS.rows(e.outcome.metrics, **shown, role=e.record.role) for e in evaluations]
     return [PartitionWrite(EVAL_RUNS, key, EVAL_RUNS.rows([e.record for e in evaluations], eval_id=eval_id)),
             PartitionWrite(EVAL_SAMPLES, key, pa.concat_tables(samples)),
             PartitionWrite(EVAL_METRICS, key, pa.concat_tables(metrics)),
-            PartitionWrite(EVAL_COMPARISONS, key, EVAL_COMPARISONS.rows(comparisons, eval_id=eval_id))]
+            PartitionWrite(EVAL_COMPARISONS, key, EVAL_COMPARISONS.rows(comparisons, **shown))]

@@ -8,7 +8,11 @@
 - both with accuracy per source dataset (``EvalResult.by_source``) when the environment is a mixture
   (``envs.mixture``: each item's ``dataset`` is its part's name); empty for any other environment;
 - ``image_swap_check``: how often the answers to questions of one type change when each such
-  question is shown the image of the next one (a model that reads the image changes most).
+  question is shown the image of the next one (a model that reads the image changes most);
+- ``EvalResult.episodes``: on a multi-turn environment, whole episodes played greedily (success rate, mean
+  return and mean turns with standard errors; ``rl.step.episode_evaluation`` plays them);
+- ``EvalResult.distribution``: which held-out distribution was evaluated (a ``[datasets]`` name that the
+  training dataset's ``held_out`` names), None for the run's own held-out sample.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from aerorl_ops.envs.mixture import mixture_sources
 from aerorl_ops.envs.prior import QuestionPrior
 from aerorl_ops.envs.types import Observation
 from aerorl_ops.eval_metrics.accuracy import Accuracy, AccuracyReport, accuracy_by, accuracy_report
+from aerorl_ops.eval_metrics.episodes import EpisodeReport
 from aerorl_ops.eval_runner.episodes import Replies, generate_replies, grade, micro_batches, observe_all
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.generation.batched import eos_token_ids
@@ -40,6 +45,8 @@ class EvalResult:
     report: AccuracyReport
     wall_s: float = 0.0  # training seconds before this evaluation (evaluations excluded)
     by_source: Mapping[str, Accuracy] = field(default_factory=dict)  # a mixture's, by part (source_accuracy)
+    episodes: EpisodeReport | None = None  # a multi-turn environment's whole episodes (accuracy: their success)
+    distribution: str | None = None  # a held-out distribution's dataset name; None: the run's held-out sample
 
     @property
     def accuracy(self) -> float:

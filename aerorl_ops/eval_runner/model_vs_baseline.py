@@ -29,7 +29,7 @@ from aerorl_ops.envs.rejections import rejections_write
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.eval_runner.eval_rows import EvalRunRecord, RoleEvaluation, eval_tables
 from aerorl_ops.eval_runner.paired_differences import ComparisonRow, compare_outcomes
-from aerorl_ops.eval_runner.runner import evaluate_model
+from aerorl_ops.eval_runner.runner import EpisodePlayer, evaluate_model
 from aerorl_ops.models.entry import ModelEntry
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rows.load_result import RejectedRow
@@ -51,21 +51,23 @@ class ModelComparison:
     comparisons: tuple[ComparisonRow, ...]
     dataset: str
     rejected: tuple[RejectedRow, ...] = ()
+    distribution: str | None = None  # a held-out distribution of the eval's dataset (its [datasets] name)
 
     def writes(self) -> list[PartitionWrite]:
         """The eval's rows of every ``eval_*`` table, and its dataset's rejections in ``rejected_rows``."""
-        return [*eval_tables(self.eval_id, [self.model, self.baseline], self.comparisons),
+        return [*eval_tables(self.eval_id, [self.model, self.baseline], self.comparisons, self.distribution),
                 rejections_write(self.eval_id, EVAL_STAGE, self.dataset, self.rejected)]
 
 
 def dataset_record(dataset: DatasetSettings) -> dict[str, object]:
-    """The dataset table as JSON values; ``image_roots`` only when set, ``max_images`` only when not its
-    default and a mixture's ``parts`` (each part's table) only for a mixture (so an eval id without them is
-    unchanged)."""
+    """The dataset table as JSON values; ``image_roots`` and ``held_out`` only when set, ``max_images`` only when
+    not its default and a mixture's ``parts`` (each part's table) only for a mixture (so an eval id without them
+    is unchanged)."""
     record = {"name": dataset.name, "kind": dataset.kind, "split": dataset.split, "limit": dataset.limit,
               "path": dataset.path, "seed": dataset.seed, "settings": dict(dataset.settings)}
     return (record | ({"image_roots": list(dataset.image_roots)} if dataset.image_roots else {})
             | ({"max_images": dataset.max_images} if dataset.max_images != MAX_IMAGES_DEFAULT else {})
+            | ({"held_out": list(dataset.held_out)} if dataset.held_out else {})
             | ({"parts": [dataset_record(part) for part in dataset.parts]} if dataset.parts else {}))
 
 
@@ -86,7 +88,8 @@ def eval_id_of(settings: EvalSettings, dataset: DatasetSettings) -> str:
 
 
 def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntry], LoadedVLM], env: TaskEnv,
-              dataset: DatasetSettings, settings: EvalSettings, on_setting: ProgressFn | None) -> RoleEvaluation:
+              dataset: DatasetSettings, settings: EvalSettings, on_setting: ProgressFn | None,
+              play: EpisodePlayer | None) -> RoleEvaluation:
     started, cpu_started = datetime.now(UTC), time.process_time()
     loaded = load(entry)
     source, device = loaded.source.location, loaded.device
@@ -99,7 +102,7 @@ def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntr
     try:
         outcome = evaluate_model(
             loaded, env, range(len(env)), settings.sampling_settings(), max_new_tokens=settings.max_new_tokens,
-            batch_size=settings.batch_size, seed=settings.seed, on_setting=after_setting)
+            batch_size=settings.batch_size, seed=settings.seed, on_setting=after_setting, play=play)
     finally:
         del loaded  # the next model loads into the memory this one held
         gc.collect()
@@ -114,10 +117,13 @@ def _evaluate(role: str, name: str, entry: ModelEntry, load: Callable[[ModelEntr
 
 def compare_models(load: Callable[[ModelEntry], LoadedVLM], model: ModelEntry, baseline: ModelEntry, env: TaskEnv,
                    dataset: DatasetSettings, settings: EvalSettings, eval_id: str | None = None,
-                   on_setting: ProgressFn | None = None) -> ModelComparison:
-    """Evaluate ``model`` then ``baseline`` on every item of ``env`` and compare them, paired."""
-    evaluated = _evaluate(MODEL_ROLE, settings.model, model, load, env, dataset, settings, on_setting)
-    against = _evaluate(BASELINE_ROLE, settings.baseline, baseline, load, env, dataset, settings, on_setting)
+                   on_setting: ProgressFn | None = None, play: EpisodePlayer | None = None,
+                   distribution: str | None = None) -> ModelComparison:
+    """Evaluate ``model`` then ``baseline`` on every item of ``env`` and compare them, paired; a multi-turn
+    ``env``'s episodes played by ``play`` (``runner.evaluate_model``); ``distribution``: the held-out
+    distribution ``dataset`` is, in the rows (None: the eval's own dataset)."""
+    evaluated = _evaluate(MODEL_ROLE, settings.model, model, load, env, dataset, settings, on_setting, play)
+    against = _evaluate(BASELINE_ROLE, settings.baseline, baseline, load, env, dataset, settings, on_setting, play)
     comparisons = compare_outcomes(evaluated.outcome, against.outcome, settings.resamples, seed=settings.seed)
     return ModelComparison(eval_id or eval_id_of(settings, dataset), evaluated, against, comparisons, dataset.name,
-                           tuple(env.rejected))
+                           tuple(env.rejected), distribution)

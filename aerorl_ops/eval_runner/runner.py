@@ -9,6 +9,11 @@ words. ``summaries.setting_metrics`` turns them into pass@k, length and reflecti
 and per question type; on a mixture (``envs.mixture``) each response also names its item's source
 dataset (``SampleRecord.source``), and the metrics follow per source too.
 
+On a multi-turn environment (``envs.base.max_turns`` > 1) a response is a whole episode, played by the
+caller's ``play`` (``rl.step.multi_turn.sample_episodes``) at the setting's sampling: ``correct`` is its
+success, ``reward`` its return, ``turns`` its replies (``SettingMetrics.mean_turns`` their mean), and
+``response`` (its length, whether it was cut) its last reply.
+
 Generation call ``b`` of setting ``s`` is seeded from ``(seed, s, b)``: the same model, items,
 settings, ``batch_size`` and seed give the same responses. A trainer can call this on its live
 policy: the policy's training flag and the global RNG state are left as they were.
@@ -19,17 +24,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
+import torch
 
-from aerorl_ops.envs.base import TaskEnv, items_at
+from aerorl_ops.envs.base import TaskEnv, items_at, max_turns
 from aerorl_ops.envs.mixture import mixture_sources
 from aerorl_ops.envs.types import Completion
 from aerorl_ops.eval_metrics.reflection import REFLECTION_WORDS, has_reflection
 from aerorl_ops.eval_metrics.sampling import MAYE_SAMPLING_SETTINGS, SamplingSetting
+from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling
 from aerorl_ops.eval_runner.replies import encode_observations, sample_responses
 from aerorl_ops.eval_runner.summaries import SettingMetrics, question_scores, setting_metrics
 from aerorl_ops.models.loading import LoadedVLM
+from aerorl_ops.rows.task_item import TaskItem
 from aerorl_ops.storage.eval_schema import ALL_SOURCES, ALL_TYPES, SampleRecord
 
 
@@ -108,9 +117,72 @@ def batch_seed(seed: int, setting_no: int, batch_no: int) -> int:
     return int(np.random.SeedSequence([seed, setting_no, batch_no]).generate_state(1)[0])
 
 
+class PlayedEpisodes(Protocol):
+    """What playing episodes gives (``rl.step.multi_turn.Episodes``): per episode, its last reply, its graded
+    outcome (reward: the return; correct: success), which completion tokens are the model's own, its turns."""
+
+    replies: Replies
+    graded: Graded
+    actions: list[list[bool]]
+    turns: list[int]
+
+
+class EpisodePlayer(Protocol):
+    """Plays one episode per item to its end, greedy when ``sampling`` is None (``rl.step.multi_turn
+    .sample_episodes``, which the layers above pass in: this layer cannot import it)."""
+
+    def __call__(self, loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem], max_new_tokens: int,
+                 sampling: Sampling | None) -> PlayedEpisodes: ...
+
+
+def last_reply_tokens(own: Sequence[bool]) -> int:
+    """The tokens of an episode's last reply: the last run of the model's own tokens in its completion.
+
+    >>> last_reply_tokens([True, True, False, False, True, True, True])
+    3
+    """
+    count = 0
+    for mine in reversed(own):
+        if not mine and count:
+            break
+        count += bool(mine)
+    return count
+
+
+def _episode_records(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], setting: SamplingSetting,
+                     setting_no: int, max_new_tokens: int, batch_size: int, seed: int, words: tuple[str, ...],
+                     mixture: bool, play: EpisodePlayer) -> list[SampleRecord]:
+    """A multi-turn environment's responses: ``setting.n`` whole episodes per item, each seeded per batch as a
+    single-turn batch is; a record's response, length and truncation are the episode's last reply's."""
+    sampling = None if setting.greedy else Sampling(setting.temperature, 0, setting.top_p)
+    records: list[SampleRecord] = []
+    for batch_no, batch in enumerate(_batches(indices, max(1, batch_size // setting.n))):
+        items = [item for item in items_at(env, batch) for _ in range(setting.n)]
+        with torch.random.fork_rng():
+            torch.manual_seed(batch_seed(seed, setting_no, batch_no))
+            played = play(loaded, env, items, max_new_tokens, sampling)
+        for row, item in enumerate(items):
+            question, sample_no = divmod(row, setting.n)
+            text = played.replies.texts[row]
+            records.append(SampleRecord(
+                setting=setting.name, item_index=batch[question], item_id=item.item_id,
+                question_type=item.question_type, sample_no=sample_no, response=text,
+                correct=bool(played.graded.correct[row]), reward=float(played.graded.rewards[row]),
+                response_tokens=last_reply_tokens(played.actions[row]), truncated=played.replies.truncated[row],
+                reflection=has_reflection(text, words), source=item.dataset if mixture else None,
+                turns=played.turns[row]))
+    return records
+
+
 def _evaluate_setting(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], setting: SamplingSetting,
                       setting_no: int, max_new_tokens: int, batch_size: int, seed: int,
-                      words: tuple[str, ...], mixture: bool) -> list[SampleRecord]:
+                      words: tuple[str, ...], mixture: bool, play: EpisodePlayer | None) -> list[SampleRecord]:
+    if max_turns(env) > 1:
+        if play is None:
+            raise ValueError(f"environment {env.name!r} is multi-turn (up to {max_turns(env)} turns): evaluating it "
+                             "plays whole episodes, so pass play= (rl.step.multi_turn.sample_episodes)")
+        return _episode_records(loaded, env, indices, setting, setting_no, max_new_tokens, batch_size, seed, words,
+                                mixture, play)
     records: list[SampleRecord] = []
     for batch_no, batch in enumerate(_batches(indices, max(1, batch_size // setting.n))):
         episodes = [env.reset(item) for item in items_at(env, batch)]
@@ -132,11 +204,13 @@ def _evaluate_setting(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int], s
 def evaluate_model(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int],
                    settings: Sequence[SamplingSetting] = MAYE_SAMPLING_SETTINGS, *, max_new_tokens: int,
                    batch_size: int, seed: int = 0, reflection_words: Sequence[str] = REFLECTION_WORDS,
-                   on_setting: Callable[[SamplingSetting, float], None] | None = None) -> EvalOutcome:
+                   on_setting: Callable[[SamplingSetting, float], None] | None = None,
+                   play: EpisodePlayer | None = None) -> EvalOutcome:
     """Every setting's responses to the items at ``indices``, graded, with their metrics.
 
     A response reflects when it holds one of ``reflection_words`` (MAYE's 15 by default; case-insensitive
-    substrings). ``on_setting(setting, wall_s)`` is called after each setting (progress reporting).
+    substrings). ``on_setting(setting, wall_s)`` is called after each setting (progress reporting). On a
+    multi-turn environment each response is a whole episode played by ``play`` (required there).
     """
     indices = [int(index) for index in indices]
     if not indices:
@@ -155,7 +229,7 @@ def evaluate_model(loaded: LoadedVLM, env: TaskEnv, indices: Sequence[int],
     for setting_no, setting in enumerate(settings):
         started = time.perf_counter()
         records = _evaluate_setting(loaded, env, indices, setting, setting_no, max_new_tokens, batch_size, seed,
-                                    words, mixture=bool(sources))
+                                    words, bool(sources), play)
         wall[setting.name] = time.perf_counter() - started
         samples += records
         metrics += setting_metrics(setting, records, max_new_tokens, words, sources)

@@ -84,7 +84,14 @@ def _metrics(setting: SamplingSetting, question_type: str, samples: Sequence[Gra
         reflection_ratio_in_incorrect=reflection.reflection_ratio_in_incorrect,
         correct_ratio_in_reflection=reflection.correct_ratio_in_reflection,
         correct_ratio_in_no_reflection=reflection.correct_ratio_in_no_reflection, source=source,
+        mean_turns=_mean_turns(samples),
     )
+
+
+def _mean_turns(samples: Sequence[GradedSample]) -> float | None:
+    """The mean replies per episode of multi-turn samples (``turns`` set); None for single-turn ones."""
+    turns = [turn for turn in (getattr(sample, "turns", None) for sample in samples) if turn is not None]
+    return float(np.mean(turns)) if turns else None
 
 
 def by_source(samples: Iterable[GradedSample], sources: Sequence[str]) -> dict[str, list[GradedSample]]:

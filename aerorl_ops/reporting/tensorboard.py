@@ -67,11 +67,22 @@ def step_scalars(stats: Any, prefix: str = "train") -> dict[str, float]:
 
 
 def held_out_scalars(result: Any) -> dict[str, float]:
-    """A greedy held-out evaluation (``step``, ``phase``, ``accuracy``, ``reward_mean``, ``report.by_type``)."""
+    """A greedy held-out evaluation (``step``, ``phase``, ``accuracy``, ``reward_mean``, ``report.by_type``; a
+    held-out distribution's under ``held_out/<distribution>``; whole episodes' ``mean_turns`` too).
+
+    >>> from types import SimpleNamespace as Fake
+    >>> report = Fake(by_type={})
+    >>> sorted(held_out_scalars(Fake(phase="rl", accuracy=0.5, reward_mean=0.4, report=report, distribution="big",
+    ...                              episodes=Fake(mean_turns=6.0))))
+    ['held_out/big/accuracy', 'held_out/big/mean_turns', 'held_out/big/reward_mean']
+    """
     prefix = "held_out" if result.phase not in SEPARATE_PHASES else f"held_out_{result.phase}"
+    prefix += f"/{result.distribution}" if getattr(result, "distribution", None) else ""
     values = {f"{prefix}/accuracy": _number(result.accuracy), f"{prefix}/reward_mean": _number(result.reward_mean)}
     for question_type, accuracy in result.report.by_type.items():
         values[f"{prefix}/accuracy/{question_type}"] = _number(accuracy.accuracy)
+    if getattr(result, "episodes", None) is not None:
+        values[f"{prefix}/mean_turns"] = _number(result.episodes.mean_turns)
     return {tag: value for tag, value in values.items() if value is not None}
 
 

@@ -1,8 +1,8 @@
 """Training curves of one run, read from the report database, as PNG bytes.
 
-- ``accuracy_vs_step``: the greedy held-out accuracy (``training_evals``; the no-image prior as a
-  dashed line), and the accuracy at each sampling setting that training recorded in ``eval_metrics``
-  (``eval_runs.training_run_id`` = the run);
+- ``accuracy_vs_step``: the greedy held-out accuracy (``training_evals``, the run's own held-out sample;
+  the no-image prior as a dashed line), and the accuracy at each sampling setting that training recorded
+  in ``eval_metrics`` (``eval_runs.training_run_id`` = the run);
 - ``reward_kl_vs_step``: the rollout reward and the KL to the reference (``training_steps``);
 - ``response_length_vs_step``: the rollout response length (``training_steps``) and each recorded
   setting's mean eval response length;
@@ -43,6 +43,12 @@ def _tables(conn: duckdb.DuckDBPyConnection) -> set[str]:
     return {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
 
 
+def _has_column(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether ``table`` has ``column`` (a table written before the column existed has not)."""
+    return bool(conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
+                             [table, column]).fetchall())
+
+
 def training_curves(conn: duckdb.DuckDBPyConnection, run_id: str) -> TrainingCurves:
     """The rows of ``run_id`` the training figures plot; a missing table reads as no rows."""
     tables = _tables(conn)
@@ -55,8 +61,9 @@ def training_curves(conn: duckdb.DuckDBPyConnection, run_id: str) -> TrainingCur
     steps_columns = ["step", "phase", "reward_mean", "kl", "response_length", "response_clip_ratio"]
     steps = read(TRAINING_STEPS.name, f"SELECT {', '.join(steps_columns)} FROM {TRAINING_STEPS.name} "
                  "WHERE run_id = ? ORDER BY step", steps_columns)
+    own_sample = "AND distribution IS NULL " if _has_column(conn, TRAINING_EVALS.name, "distribution") else ""
     evals = read(TRAINING_EVALS.name, f"SELECT step, phase, accuracy FROM {TRAINING_EVALS.name} WHERE run_id = ? "
-                 "ORDER BY step, phase", ["step", "phase", "accuracy"])
+                 f"{own_sample}ORDER BY step, phase", ["step", "phase", "accuracy"])
     settings_columns = ["step", "setting", "accuracy", "mean_length", "length_clip_ratio", "reflection_ratio"]
     settings = pd.DataFrame(columns=settings_columns)
     if {EVAL_RUNS.name, EVAL_METRICS.name} <= tables:

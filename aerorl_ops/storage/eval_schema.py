@@ -94,6 +94,7 @@ class SampleRecord:
     truncated: bool  # reached max_new_tokens without an EOS
     reflection: bool  # holds one of MAYE's reflection words
     source: str | None = None
+    turns: int | None = None  # a multi-turn environment's episode: the replies written (None: single-turn)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class SettingMetrics:
     correct_ratio_in_reflection: float | None
     correct_ratio_in_no_reflection: float | None
     source: str = column(required=True, default=ALL_SOURCES)
+    mean_turns: float | None = None  # a multi-turn environment's episodes: replies per episode (None: single-turn)
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,17 @@ class ComparisonRow:
     source: str = column(required=True, default=ALL_SOURCES)
 
 
+DISTRIBUTION = pa.field("distribution", pa.string())
+"""The last column of ``eval_samples``, ``eval_metrics`` and ``eval_comparisons``: the ``[datasets]`` name of the
+held-out distribution an eval scored (one that its dataset's ``held_out`` names); NULL for the dataset itself,
+for an evaluation during training, and in rows written before the column existed."""
+
 EVAL_RUNS = TableSpec("eval_runs", pa.schema([EVAL_ID, *record_columns(EvalRunRow)]), ("eval_id",))
-EVAL_SAMPLES = TableSpec("eval_samples", pa.schema([EVAL_ID, ROLE, *record_columns(SampleRecord)]), ("eval_id",))
-EVAL_METRICS = TableSpec("eval_metrics", pa.schema([EVAL_ID, ROLE, *record_columns(SettingMetrics)]), ("eval_id",))
-EVAL_COMPARISONS = TableSpec("eval_comparisons", pa.schema([EVAL_ID, *record_columns(ComparisonRow)]), ("eval_id",))
+EVAL_SAMPLES = TableSpec("eval_samples", pa.schema([EVAL_ID, ROLE, *record_columns(SampleRecord), DISTRIBUTION]),
+                         ("eval_id",))
+EVAL_METRICS = TableSpec("eval_metrics", pa.schema([EVAL_ID, ROLE, *record_columns(SettingMetrics), DISTRIBUTION]),
+                         ("eval_id",))
+EVAL_COMPARISONS = TableSpec("eval_comparisons", pa.schema([EVAL_ID, *record_columns(ComparisonRow), DISTRIBUTION]),
+                             ("eval_id",))
 
 EVAL_TABLES = (EVAL_RUNS, EVAL_SAMPLES, EVAL_METRICS, EVAL_COMPARISONS)

@@ -115,11 +115,18 @@ TrainingEvalRow = make_dataclass("TrainingEvalRow", [
     ("reward_mean", float | None),
     *[(f"{name}_mean", float | None) for name in REWARD_COMPONENT_NAMES],
     ("samples", int | None),
+    ("distribution", str | None, column(default=None)),
+    ("return_stderr", float | None, column(default=None)),
+    ("mean_turns", float | None, column(default=None)),
+    ("mean_turns_stderr", float | None, column(default=None)),
 ], frozen=True, namespace={"__module__": __name__, "__doc__": """One held-out evaluation (phases: no_image_prior,
 base, warmup, rl, final, control): its ``training_evals`` row less the run id. Greedy accuracy over ``n`` questions
 with its binomial standard error, the mean reward, and the mean of each reward component (``<component>_mean``, one
 per ``REWARD_COMPONENT_NAMES``, so the row type is made from that list; None where the environment's reward has no
-such component)."""})
+such component). ``distribution``: the ``[datasets]`` name of the held-out distribution evaluated (one the training
+dataset's ``held_out`` names), None for the run's own held-out sample. On a multi-turn environment each question is
+a whole episode: ``accuracy`` is its success rate, ``reward_mean`` its mean return (``return_stderr``), and
+``mean_turns`` the replies per episode (``mean_turns_stderr``); the three are None for a single-turn one."""})
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,7 @@ class TrainingEvalTypeRow:
     question_type: str = column(required=True)
     accuracy: float | None
     n: int | None
+    distribution: str | None = None  # as in training_evals: None for the run's own held-out sample
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,7 @@ class TrainingEvalSourceRow:
     source: str = column(required=True)
     accuracy: float | None
     n: int | None
+    distribution: str | None = None  # as in training_evals: None for the run's own held-out sample
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ Both models answer ``n`` questions of a configured dataset (pass@k at temperatur
 0.6, pass@1 near-greedy); ``eval_runs`` / ``eval_samples`` / ``eval_metrics`` / ``eval_comparisons``
 get the eval's rows and the ``eval_vs_baseline`` view is refreshed; the dataset rows the environment
 rejected are logged (one line: count and top reasons) and stored in ``rejected_rows`` under the eval id.
+On a multi-turn dataset (a Gymnasium grid) each response is a whole episode (``rl.step.multi_turn.sample_episodes``).
+Each held-out distribution of the dataset (its ``held_out`` tables) is evaluated the same way, on as many
+questions, as an eval of its own (id ``<eval id>/<name>``, rows with ``distribution`` = the name).
 The questions are read from the ``evaluation/eval_rows`` asset (``assets.run_rows``, the asset's upstream)
 when it holds exactly what the settings draw from the dataset now, else from the dataset's source, with a
 warning saying why. The metadata shows the side-by-side table (with the paired 95% intervals), the
@@ -11,19 +14,23 @@ accuracy figure, and where the questions came from with their content hash.
 """
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import dagster as dg
 import pyarrow as pa
 from dagster_duckdb import DuckDBResource
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, EvalSettings, model_entry
+from aerorl_ops.config.datasets import DatasetSettings, held_out_tables
 from aerorl_ops.config.fields import ConfigError, checked
+from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.envs.cached import cached_env
 from aerorl_ops.envs.configured import dataset_env, dataset_settings
 from aerorl_ops.envs.rejections import rejection_summary
 from aerorl_ops.eval_metrics.sampling import SamplingSetting
 from aerorl_ops.eval_runner.model_vs_baseline import compare_models
 from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
+from aerorl_ops.rl.step.multi_turn import sample_episodes
 from aerorl_ops.storage.cost_views import create_cost_views
 from aerorl_ops.storage.duckdb_store import PartitionWrite, ensure_tables, replace_partitions
 from aerorl_ops.storage.eval_schema import EVAL_TABLES
@@ -93,6 +100,7 @@ def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, se
         model, baseline = model_entry(settings.model, bench), model_entry(settings.baseline, bench, "baseline")
         dataset = dataset_settings(settings.dataset, bench, settings.split, settings.n)
         env, came = cached_env(dataset, cached, lambda: dataset_env(dataset))
+        held_out_envs(dataset, bench)  # every held-out distribution readable before any model loads
     except ConfigError as error:
         raise dg.Failure(f"eval_run config: {error}") from error
     if not came.cached:
@@ -103,10 +111,14 @@ def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, se
     def progress(role: str, setting: SamplingSetting, wall_s: float) -> None:
         context.log.info(f"{role}: {setting.label} on {len(env)} questions in {wall_s:.1f} s")
 
-    result = compare_models(model_runtime.load, model, baseline, env, dataset, settings, eval_id, progress)
+    result = compare_models(model_runtime.load, model, baseline, env, dataset, settings, eval_id, progress,
+                            sample_episodes)
+    distributions = [compare_models(model_runtime.load, model, baseline, held_env, held, settings,
+                                    f"{result.eval_id}/{held.name}", progress, sample_episodes, held.name)
+                     for held, held_env in held_out_envs(dataset, bench)]
     with duckdb.get_connection() as conn:
         ensure_tables(conn, (*EVAL_TABLES, REJECTED_ROWS, *(write.spec for write in lineage)))
-        replace_partitions(conn, [*result.writes(), *lineage])
+        replace_partitions(conn, [*result.writes(), *(w for d in distributions for w in d.writes()), *lineage])
         create_eval_views(conn)
         create_cost_views(conn, bench.costs)
         table = format_side_by_side(side_by_side(conn, result.eval_id))
@@ -120,4 +132,12 @@ def run_evaluation(context: dg.AssetExecutionContext, bench: BenchmarkConfig, se
         "samples": len(result.model.outcome.samples) + len(result.baseline.outcome.samples),
         "wall_s": result.model.outcome.wall_s + result.baseline.outcome.wall_s,
         "comparison": markdown_preview(table, rows=len(table)), **figures,
+        "distributions": {d.distribution: d.eval_id for d in distributions},
     }))
+
+
+def held_out_envs(dataset: DatasetSettings, bench: BenchmarkConfig) -> list[tuple[DatasetSettings, TaskEnv]]:
+    """Each held-out distribution of ``dataset`` (its ``held_out`` tables) with the eval's question count, and
+    its environment read from its source; a ConfigError names a table that cannot be read."""
+    chosen = [replace(held, limit=dataset.limit) for held in held_out_tables(dataset, bench.datasets)]
+    return [(held, dataset_env(held)) for held in chosen]

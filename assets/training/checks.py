@@ -27,12 +27,13 @@ def latest_run_id(conn: duckdb.DuckDBPyConnection) -> str | None:
 
 
 def run_verdict(conn: duckdb.DuckDBPyConnection, run_id: str) -> RewardHackingVerdict:
-    """The reward-hacking verdict of run ``run_id`` from its ``training_steps`` and ``training_evals`` rows."""
+    """The reward-hacking verdict of run ``run_id`` from its ``training_steps`` and ``training_evals`` rows (those of
+    its own held-out sample: a held-out distribution measures generalisation, not the reward's honesty)."""
     rewards = [value for (value,) in conn.execute(
         "SELECT reward_mean FROM training_steps WHERE run_id = ? AND phase NOT IN (?, ?) AND reward_mean IS NOT NULL "
         "ORDER BY step", [run_id, *NOT_RL_PHASES]).fetchall()]
-    evals = conn.execute("SELECT step, phase, accuracy, n FROM training_evals "
-                         "WHERE run_id = ? AND accuracy IS NOT NULL ORDER BY step", [run_id]).fetchall()
+    evals = conn.execute("SELECT step, phase, accuracy, n FROM training_evals WHERE run_id = ? "
+                         "AND accuracy IS NOT NULL AND distribution IS NULL ORDER BY step", [run_id]).fetchall()
     start = next((e for phase in RL_START_PHASES for e in reversed(evals) if e[1] == phase), None)
     later = [e for e in evals if e[1] in RL_EVAL_PHASES]
     series = ([start] if start else []) + later

@@ -83,8 +83,8 @@ def test_an_unknown_environment_is_one_line_listing_kinds_and_datasets():
     with pytest.raises(ConfigError) as raised:
         named_env("shapes", config.datasets, split="test", limit=2, seed=0, role="eval environment")
     assert str(raised.value) == ("eval environment 'shapes' is neither an environment kind (arc, chartqa, docvqa, "
-                                 "easy_vqa, easy_vqa_pairs, easy_vqa_two_tries, gymnasium, jsonl, mixture, parquet) "
-                                 "nor a configured dataset (chartqa, docvqa, easy_vqa)")
+                                 "easy_vqa, easy_vqa_combinations, easy_vqa_pairs, easy_vqa_two_tries, gymnasium, "
+                                 "jsonl, mixture, parquet) nor a configured dataset (chartqa, docvqa, easy_vqa)")
     assert "\n" not in str(raised.value)
 
 

@@ -86,8 +86,9 @@ def test_a_group_of_one_is_fine_for_an_algorithm_without_groups(capsys):
 def test_an_unknown_environment_lists_the_known_ones(capsys):
     line = refused(capsys, ["train", "--env", "nope"])
     assert line == ("aerorl: configuration error: aerorl train: training environment 'nope' is neither an "
-                    "environment kind (arc, chartqa, docvqa, easy_vqa, easy_vqa_pairs, easy_vqa_two_tries, gymnasium, "
-                    "jsonl, mixture, parquet) nor a configured dataset (arc, chartqa, docvqa, easy_vqa)")
+                    "environment kind (arc, chartqa, docvqa, easy_vqa, easy_vqa_combinations, easy_vqa_pairs, "
+                    "easy_vqa_two_tries, gymnasium, jsonl, mixture, parquet) nor a configured dataset (arc, chartqa, "
+                    "docvqa, easy_vqa)")
 
 
 def test_a_misspelt_schedule_stops_before_training_and_leaves_no_checkpoint_folder(capsys):

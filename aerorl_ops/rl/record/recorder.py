@@ -64,11 +64,12 @@ Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 ROW_KEYS: Mapping[str, tuple[str, ...]] = {
     TRAINING_RUNS.name: ("run_id",),
     TRAINING_STEPS.name: ("run_id", "step"),
-    TRAINING_EVALS.name: ("run_id", "step", "phase"),
-    TRAINING_EVAL_TYPES.name: ("run_id", "step", "phase", "question_type"),
-    TRAINING_EVAL_SOURCES.name: ("run_id", "step", "phase", "source"),
+    TRAINING_EVALS.name: ("run_id", "step", "phase", "distribution"),
+    TRAINING_EVAL_TYPES.name: ("run_id", "step", "phase", "question_type", "distribution"),
+    TRAINING_EVAL_SOURCES.name: ("run_id", "step", "phase", "source", "distribution"),
 }
-"""The columns that name one row of each training table: a write replaces the stored row of its key."""
+"""The columns that name one row of each training table: a write replaces the stored row of its key (NULL equals
+NULL: ``distribution`` is NULL for the run's own held-out sample, and in rows written before the column existed)."""
 ROLLOUT_IMAGES_DIR = "rollout_images"
 """Beside the report database: the sampled rollouts' images, one file per SHA-256."""
 
@@ -100,9 +101,9 @@ class Rejections:
 
 @dataclass(frozen=True)
 class StoredRun:
-    """What the report database holds of a run: its ``training_runs`` row and its evaluations
-    (``evaluations``: one row per evaluation, in the order the run made them; accuracy per question type
-    in a column each)."""
+    """What the report database holds of a run: its ``training_runs`` row and its evaluations of its own
+    held-out sample (``evaluations``: one row per evaluation, in the order the run made them; accuracy per
+    question type in a column each; the held-out distributions' rows are in ``training_evals``)."""
 
     record: TrainingRunRecord
     evaluations: pd.DataFrame
@@ -142,9 +143,10 @@ class RunRecorder:
             if not found:
                 return None
             evals = conn.execute("SELECT step, phase, wall_s, accuracy, accuracy_stderr, n FROM training_evals "
-                                 "WHERE run_id = ?", [self.run_id]).fetchall()
+                                 "WHERE run_id = ? AND distribution IS NULL", [self.run_id]).fetchall()
             types = conn.execute("SELECT step, phase, question_type, accuracy FROM training_eval_types "
-                                 "WHERE run_id = ? ORDER BY question_type", [self.run_id]).fetchall()
+                                 "WHERE run_id = ? AND distribution IS NULL ORDER BY question_type",
+                                 [self.run_id]).fetchall()
             (steps,), = conn.execute("SELECT count(*) FROM training_steps WHERE run_id = ?", [self.run_id]).fetchall()
         values = dict(zip(TRAINING_RUNS.column_names, found[0], strict=True))
         return StoredRun(TrainingRunRecord(**values), evaluation_table(evals, types), int(steps))

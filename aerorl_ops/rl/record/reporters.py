@@ -182,9 +182,13 @@ class ProgressReporter(NullReporter):
                       f"ETA {(self.total_steps - stats.step) / rate:.0f} s")
 
     def on_eval(self, evaluation: EvalResult) -> None:
-        overall = evaluation.report.overall
-        self.log.info(f"eval at step {evaluation.step} ({evaluation.phase}): accuracy {overall.accuracy:.4f} "
-                      f"± {overall.standard_error:.4f} (n={overall.n})")
+        overall, episodes = evaluation.report.overall, evaluation.episodes
+        on = f" on {evaluation.distribution}" if evaluation.distribution else ""
+        what = "success" if episodes else "accuracy"
+        turns = (f", return {episodes.mean_return:.3f} ± {episodes.return_stderr:.3f}, turns "
+                 f"{episodes.mean_turns:.2f} ± {episodes.turns_stderr:.2f}") if episodes else ""
+        self.log.info(f"eval at step {evaluation.step} ({evaluation.phase}){on}: {what} {overall.accuracy:.4f} "
+                      f"± {overall.standard_error:.4f} (n={overall.n}){turns}")
 
     def on_sampled(self, sampled: SampledEval) -> None:
         self.log.info(f"sampled eval at step {sampled.step} on {sampled.env}/{sampled.split}: "

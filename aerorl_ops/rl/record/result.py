@@ -37,5 +37,6 @@ class TrainingResult:
     reference_unquantized: tuple[str, ...] | None = None  # a quantized reference's full-precision linear layers
     state_bytes_per_rank: int | None = None  # the most parameter, gradient and optimizer-state bytes a rank held
 
-    def eval_of(self, phase: str) -> EvalResult | None:
-        return next((e for e in reversed(self.evals) if e.phase == phase), None)
+    def eval_of(self, phase: str, distribution: str | None = None) -> EvalResult | None:
+        """The last evaluation of ``phase`` on the run's held-out sample, or on held-out ``distribution``."""
+        return next((e for e in reversed(self.evals) if e.phase == phase and e.distribution == distribution), None)

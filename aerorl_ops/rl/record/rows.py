@@ -80,18 +80,22 @@ def step_rows(run_id: str, steps: Iterable[StepStats]) -> pa.Table:
 
 
 def eval_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
-    """``training_evals`` rows of ``evals``."""
+    """``training_evals`` rows of ``evals`` (a multi-turn evaluation's episode figures in their columns)."""
     return TRAINING_EVALS.rows([TrainingEvalRow(
         step=e.step, phase=e.phase, wall_s=e.wall_s, accuracy=e.accuracy,
         accuracy_stderr=e.report.overall.standard_error, n=e.n, reward_mean=e.reward_mean,
-        **{f"{name}_mean": e.component_means.get(name) for name in REWARD_COMPONENT_NAMES}, samples=e.n)
+        **{f"{name}_mean": e.component_means.get(name) for name in REWARD_COMPONENT_NAMES}, samples=e.n,
+        distribution=e.distribution, return_stderr=e.episodes.return_stderr if e.episodes else None,
+        mean_turns=e.episodes.mean_turns if e.episodes else None,
+        mean_turns_stderr=e.episodes.turns_stderr if e.episodes else None)
         for e in evals], run_id=run_id)
 
 
 def eval_type_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
     """``training_eval_types`` rows of ``evals``: one per evaluation and question type."""
     return TRAINING_EVAL_TYPES.rows([TrainingEvalTypeRow(step=e.step, phase=e.phase, question_type=kind,
-                                                         accuracy=value.accuracy, n=value.n)
+                                                         accuracy=value.accuracy, n=value.n,
+                                                         distribution=e.distribution)
                                      for e in evals for kind, value in e.report.by_type.items()], run_id=run_id)
 
 
@@ -99,7 +103,8 @@ def eval_source_rows(run_id: str, evals: Iterable[EvalResult]) -> pa.Table:
     """``training_eval_sources`` rows of ``evals``: one per evaluation and source dataset of a mixture (none for
     a run on one dataset); accuracy None for a source without an item in the sample."""
     return TRAINING_EVAL_SOURCES.rows([TrainingEvalSourceRow(step=e.step, phase=e.phase, source=source,
-                                                             accuracy=value.accuracy if value.n else None, n=value.n)
+                                                             accuracy=value.accuracy if value.n else None, n=value.n,
+                                                             distribution=e.distribution)
                                        for e in evals for source, value in e.by_source.items()], run_id=run_id)
 
 

@@ -12,7 +12,7 @@ loading a model: ``aerorl train`` runs it before the training job starts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,7 +20,7 @@ import torch
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, model_entry
 from aerorl_ops.config.curriculum import CurriculumStage, parse_curriculum
-from aerorl_ops.config.datasets import DatasetSettings
+from aerorl_ops.config.datasets import DatasetSettings, held_out_tables
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
 from aerorl_ops.envs.base import TaskEnv
@@ -39,19 +39,31 @@ EVAL_SAMPLE_SEED = 0
 ROLE = "training environment"
 
 
+def distribution_stage(name: str) -> str:
+    """The stage of held-out distribution ``name`` (its rows asset, its ``rejected_rows.stage``).
+
+    >>> distribution_stage("minigrid_8x8")
+    'held_out:minigrid_8x8'
+    """
+    return f"{HELD_OUT_STAGE}:{name}"
+
+
 @dataclass(frozen=True)
 class RunDatasets:
     """What a run draws its environments from, each as a dataset table (``envs.configured.named_dataset``):
-    the training items, the held-out sample and the sampled evaluations' validation sample (None: they
-    use the held-out set, or are off)."""
+    the training items, the held-out sample, the sampled evaluations' validation sample (None: they
+    use the held-out set, or are off) and the held-out distributions (the training table's ``held_out``)."""
 
     train: DatasetSettings
     held_out: DatasetSettings
     validation: DatasetSettings | None
+    distributions: tuple[DatasetSettings, ...] = ()
 
     def by_stage(self) -> dict[str, DatasetSettings]:
-        """Each table by the stage it feeds (``rl.record.recorder``'s ``*_STAGE``), validation when there is one."""
-        stages = {TRAINING_STAGE: self.train, HELD_OUT_STAGE: self.held_out, VALIDATION_STAGE: self.validation}
+        """Each table by the stage it feeds (``rl.record.recorder``'s ``*_STAGE``, a distribution's
+        ``distribution_stage``), validation when there is one."""
+        stages = {TRAINING_STAGE: self.train, HELD_OUT_STAGE: self.held_out, VALIDATION_STAGE: self.validation,
+                  **{distribution_stage(dataset.name): dataset for dataset in self.distributions}}
         return {stage: dataset for stage, dataset in stages.items() if dataset is not None}
 
 
@@ -63,26 +75,33 @@ def run_datasets(settings: TrainingSettings, seed: int, datasets: Sequence[Datas
     brings its own kind, path, split and settings (a kind wins over a dataset of the same name);
     ``train_limit`` (when > 0; drawn with ``seed`` + ``TRAIN_SEED_OFFSET``) and ``eval_size`` (a fixed
     sample, seed 0) replace its limit. The sampled evaluations draw ``sampled_eval_size`` items of a
-    registry env's ``validation_split``. An unknown name is a ``ConfigError`` listing both kinds and datasets.
+    registry env's ``validation_split``. A configured training dataset's ``held_out`` tables are its held-out
+    distributions, each an ``eval_size`` sample (seed 0) of its own split. An unknown name is a ``ConfigError``
+    listing both kinds and datasets.
     """
     held_out_name = settings.eval_env or settings.env
     has_validation = bool(settings.sampled_eval_size) and held_out_name in ENVIRONMENTS
+    train = named_dataset(settings.env, datasets, settings.train_split, settings.train_limit or None,
+                          seed + TRAIN_SEED_OFFSET, ROLE)
     return RunDatasets(
-        named_dataset(settings.env, datasets, settings.train_split, settings.train_limit or None,
-                      seed + TRAIN_SEED_OFFSET, ROLE),
+        train,
         named_dataset(held_out_name, datasets, settings.eval_split, settings.eval_size, EVAL_SAMPLE_SEED, ROLE),
         named_dataset(held_out_name, (), settings.validation_split, settings.sampled_eval_size, EVAL_SAMPLE_SEED,
-                      ROLE) if has_validation else None)
+                      ROLE) if has_validation else None,
+        tuple(replace(dataset, limit=settings.eval_size, seed=EVAL_SAMPLE_SEED)
+              for dataset in held_out_tables(train, tuple(datasets))))
 
 
 @dataclass(frozen=True)
 class RunEnvironments:
-    """A run's environments (``validation`` None as in :class:`RunDatasets`) and where each came from."""
+    """A run's environments (``validation`` None as in :class:`RunDatasets`; each held-out distribution's by its
+    name) and where each came from."""
 
     train: TaskEnv
     held_out: TaskEnv
     validation: TaskEnv | None
     inputs: dict[str, EnvInput]  # by stage, as RunDatasets.by_stage
+    distributions: dict[str, TaskEnv] = field(default_factory=dict)
 
 
 def run_environments(settings: TrainingSettings, seed: int, datasets: Sequence[DatasetSettings] = (),
@@ -93,7 +112,8 @@ def run_environments(settings: TrainingSettings, seed: int, datasets: Sequence[D
     (:func:`cached_stages`). A curriculum naming a question type the training environment does not have
     is a ``ConfigError`` listing those it has."""
     envs, inputs, cached = {}, {}, cached or {}
-    for stage, dataset in run_datasets(settings, seed, datasets).by_stage().items():
+    chosen = run_datasets(settings, seed, datasets)
+    for stage, dataset in chosen.by_stage().items():
         if dataset.parts:  # a mixture: over each part's cached rows
             tables = {part: cached.get(part_stage(stage, part)) for part in drawn_parts(dataset)}
             envs[stage], inputs[stage] = cached_mixture_env(
@@ -103,7 +123,8 @@ def run_environments(settings: TrainingSettings, seed: int, datasets: Sequence[D
                                                     lambda dataset=dataset: named_dataset_env(dataset, ROLE))
         if stage == TRAINING_STAGE:
             check_curriculum_types(parse_curriculum(settings.curriculum), envs[stage])
-    return RunEnvironments(envs[TRAINING_STAGE], envs[HELD_OUT_STAGE], envs.get(VALIDATION_STAGE), inputs)
+    return RunEnvironments(envs[TRAINING_STAGE], envs[HELD_OUT_STAGE], envs.get(VALIDATION_STAGE), inputs,
+                           {d.name: envs[distribution_stage(d.name)] for d in chosen.distributions})
 
 
 def part_stage(stage: str, part: str) -> str:

@@ -13,7 +13,10 @@ Algorithm:
 4. ``steps`` of the configured algorithm, reward = the environment's reward (rollouts sampled by
    the policy, or by a vLLM engine synced to it: ``rollout_backend``, shut down after the last RL
    step), then the evaluation at the end (``final``) and the image-swap check. Every
-   ``eval_interval`` global steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``);
+   ``eval_interval`` global steps the held-out sample is evaluated in either phase (``warmup`` / ``rl``).
+   On a multi-turn environment every evaluation plays whole episodes (``rl.step.episode_evaluation``: success
+   rate, mean return, mean turns); every held-out distribution (the training dataset's ``held_out``) is
+   evaluated beside the held-out sample, each in rows of its own;
 5. the **control**: supervised training from the warm-up checkpoint (its optimizer state too,
    at the warm-up's last learning rate) for the RL phase's training seconds, evaluated at the end
    (``control``). What RL adds is then read against what the same time of supervised training adds;
@@ -41,7 +44,7 @@ run id (:func:`training_run_id`) is a stable hash of the settings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -53,7 +56,7 @@ from aerorl_ops.config.evaluation import EvalSettings
 from aerorl_ops.config.training import Recipe, TrainingSettings, require_recipe
 from aerorl_ops.envs.base import TaskEnv
 from aerorl_ops.eval_runner.episodes import observe_all
-from aerorl_ops.eval_runner.held_out import EvalResult, evaluate_policy, image_swap_check, prior_evaluation
+from aerorl_ops.eval_runner.held_out import EvalResult, image_swap_check, prior_evaluation
 from aerorl_ops.eval_runner.replies import encode_observations
 from aerorl_ops.eval_runner.runner import evaluate_model
 from aerorl_ops.models.checkpoint_refs import step_folder
@@ -63,7 +66,8 @@ from aerorl_ops.rl.record.result import SampledEval, TrainingResult
 from aerorl_ops.rl.runtime.checkpoint_files import ResumePoint, load_checkpoint_state, newest_complete_checkpoint
 from aerorl_ops.rl.runtime.distributed import SINGLE, DataParallel
 from aerorl_ops.rl.runtime.policy import PolicyRuntime, policy_and_reference
-from aerorl_ops.rl.step.multi_turn import check_sharded_environment
+from aerorl_ops.rl.step.episode_evaluation import held_out_evaluation
+from aerorl_ops.rl.step.multi_turn import check_sharded_environment, sample_episodes
 from aerorl_ops.rl.step.per_token_inputs import check_per_token_inputs
 from aerorl_ops.rl.step.schedule import ItemSampler, learning_rate_at, warmup_learning_rate
 from aerorl_ops.rl.step.stats import StepStats
@@ -95,14 +99,16 @@ class TrainingRun:
     model's configured one (``[models.<key>] chat_template``; empty: each checkpoint's own), which the
     run's checkpoints save with their processor; ``decode``: its ``[models.<key>] decode`` path
     (``generation.decode``), for rollouts and evaluations. ``settings``: the run's ``Recipe``
-    (``TrainingSettings.resolve``)."""
+    (``TrainingSettings.resolve``). ``distributions``: the held-out distributions by name, each evaluated whole
+    beside every held-out evaluation (``EvalResult.distribution`` = its name)."""
 
     def __init__(self, base_model: str, run_dir: Path, settings: Recipe, train_env: TaskEnv,
                  eval_env: TaskEnv, eval_indices: Sequence[int], *, device: str = "auto", resume: bool = True,
                  validation_env: TaskEnv | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None, evaluation: EvalSettings = EVAL_DEFAULTS,
                  reporter: RunReporter = NULL_REPORTER, dtype: torch.dtype = torch.float32,
-                 chat_template: str = "", decode: str = DECODE_AUTO) -> None:
+                 chat_template: str = "", decode: str = DECODE_AUTO,
+                 distributions: Mapping[str, TaskEnv] | None = None) -> None:
         if len(train_env) == 0 or not eval_indices:
             raise ValueError(f"training needs training items ({train_env.name}: {len(train_env)}) and held-out "
                              f"items ({len(eval_indices)})")
@@ -113,6 +119,7 @@ class TrainingRun:
         self.validation_env, self.device, self.resume, self.dp = validation_env, device, resume, dp
         self.rollout_engine, self.evaluation, self.dtype = rollout_engine, evaluation, dtype
         self.chat_template, self.decode = chat_template, decode
+        self.distributions = dict(distributions or {})
         self.reporter = reporter if dp.is_main else NULL_REPORTER
         self.sampler = ItemSampler(train_env, settings.seed, settings.curriculum_stages)
         self.result = TrainingResult(self.run_dir, final_checkpoint=self.run_dir, reference_source="")
@@ -284,10 +291,14 @@ class TrainingRun:
         and MAYE's sampled evaluations beside the run's own policy's in ``SAMPLED_PHASES``."""
         own = policy is None
         policy = self.policy if policy is None else policy
-        result = evaluate_policy(policy.loaded, self.eval_env, self.eval_indices, self.settings.max_new_tokens,
-                                 self.trainer.state.step if step is None else step, phase, self.clock.train_s)
-        self.result.evals.append(result)
-        self.reporter.on_eval(result)
+        step = self.trainer.state.step if step is None else step
+        evaluated = [(None, self.eval_env, self.eval_indices),
+                     *((name, env, range(len(env))) for name, env in self.distributions.items())]
+        for distribution, env, indices in evaluated:
+            result = held_out_evaluation(policy.loaded, env, indices, self.settings.max_new_tokens, step, phase,
+                                         self.clock.train_s, distribution)
+            self.result.evals.append(result)
+            self.reporter.on_eval(result)
         if self.settings.sampled_eval_size and phase in SAMPLED_PHASES and own:
             self._sampled(phase, self.validation_env or self.eval_env, None)
             if phase == "final":
@@ -298,7 +309,7 @@ class TrainingRun:
         chosen = list(indices or range(len(env)))[:settings.sampled_eval_size]
         outcome = evaluate_model(self.policy.loaded, env, chosen, self.evaluation.sampling_settings(),
                                  max_new_tokens=settings.max_new_tokens, batch_size=self.evaluation.batch_size,
-                                 seed=settings.seed)
+                                 seed=settings.seed, play=sample_episodes)
         split = env.items[chosen[0]].split if chosen else ""
         sampled = SampledEval(self.trainer.state.step, phase, env.name, split, outcome)
         self.result.sampled.append(sampled)
@@ -313,11 +324,12 @@ def run_training(base_model: str, run_dir: Path, settings: TrainingSettings, tra
                  on_sampled: Callable[[SampledEval], None] | None = None, dp: DataParallel = SINGLE,
                  rollout_engine: GenerationBackend | None = None,
                  on_resume: Callable[[ResumePoint], None] = warn_torn,
-                 evaluation: EvalSettings = EVAL_DEFAULTS) -> TrainingResult:
+                 evaluation: EvalSettings = EVAL_DEFAULTS,
+                 distributions: Mapping[str, TaskEnv] | None = None) -> TrainingResult:
     """A :class:`TrainingRun` of ``settings`` (resolved here, once) reporting to plain callables
     (``rl.record.reporters.CallbackReporter``; without ``on_resume`` each torn checkpoint skipped is named in
     a warning), trained."""
     reporter = CallbackReporter(on_step, on_eval, on_sampled, on_resume)
     return TrainingRun(base_model, run_dir, settings.resolve(), train_env, eval_env, eval_indices, device=device,
                        resume=resume, validation_env=validation_env, dp=dp, rollout_engine=rollout_engine,
-                       evaluation=evaluation, reporter=reporter).run()
+                       evaluation=evaluation, reporter=reporter, distributions=distributions).run()

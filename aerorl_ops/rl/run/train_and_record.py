@@ -67,6 +67,7 @@ from aerorl_ops.rl.run.embedded_builds import EMBEDDED_BUILDERS
 from aerorl_ops.rl.run.inputs import (
     base_model_dtype,
     base_model_source,
+    distribution_stage,
     rollout_engine_of,
     run_environments,
 )
@@ -167,10 +168,12 @@ def record_training(recorder: RunRecorder, record: TrainingRunRecord, train: Cal
     return recorder.stored()
 
 
-def run_rejections(train_env: TaskEnv, held_out: TaskEnv, validation: TaskEnv | None) -> list[Rejections]:
-    """What each environment of a run rejected: training, held-out and (when the run has one) the
-    sampled evaluations' validation environment."""
-    envs = [(TRAINING_STAGE, train_env), (HELD_OUT_STAGE, held_out), (VALIDATION_STAGE, validation)]
+def run_rejections(train_env: TaskEnv, held_out: TaskEnv, validation: TaskEnv | None,
+                   distributions: Mapping[str, TaskEnv] | None = None) -> list[Rejections]:
+    """What each environment of a run rejected: training, held-out, (when the run has one) the sampled
+    evaluations' validation environment, and each held-out distribution (its ``distribution_stage``)."""
+    envs = [(TRAINING_STAGE, train_env), (HELD_OUT_STAGE, held_out), (VALIDATION_STAGE, validation),
+            *((distribution_stage(name), env) for name, env in (distributions or {}).items())]
     return [Rejections(stage, env.name, env.rejected) for stage, env in envs if env is not None]
 
 
@@ -247,7 +250,8 @@ def _train_and_record(bench: BenchmarkConfig, settings: Recipe, options: RunOpti
                            list(range(len(held_out))), device=place.device, resume=options.resume,
                            validation_env=validation, dp=dp, rollout_engine=rollout_engine, evaluation=bench.eval,
                            reporter=to, dtype=base_model_dtype(settings.base_model, bench),
-                           chat_template=base.chat_template, decode=base.backend.decode).run()
+                           chat_template=base.chat_template, decode=base.backend.decode,
+                           distributions=envs.distributions).run()
 
     if not dp.is_main:
         train()
@@ -265,7 +269,7 @@ def _train_and_record(bench: BenchmarkConfig, settings: Recipe, options: RunOpti
     stored = record_training(
         RunRecorder(report.connect, run_id, Path(report.database).parent / ROLLOUT_IMAGES_DIR),
         TrainingRunRecord.started(run_id, base.location, settings, datetime.now(UTC)),
-        train, run_rejections(train_env, held_out, validation),
+        train, run_rejections(train_env, held_out, validation, envs.distributions),
         log, resume=options.resume, reporters=outside,
         telemetry=TelemetrySampler(interval_s=place.telemetry_interval_s, device=resolve_device(place.device)))
     return RecordedRun(run_id, stored, envs.inputs)

@@ -14,10 +14,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from aerorl_ops.config.fields import ConfigError
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, max_turns
 from aerorl_ops.models.loading import LoadedVLM
 from aerorl_ops.rl.core.functional import truncated_is_weight
-from aerorl_ops.rl.step.multi_turn import max_turns
 from aerorl_ops.rl.step.sequences import SequenceBatch, completion_logprobs
 from aerorl_ops.rl.step.step_parts import response_layout
 

@@ -38,7 +38,7 @@ from PIL import Image
 
 from aerorl_ops.config.fields import ConfigError
 from aerorl_ops.config.training import TrainingSettings
-from aerorl_ops.envs.base import TaskEnv, items_at
+from aerorl_ops.envs.base import TaskEnv, items_at, max_turns
 from aerorl_ops.envs.types import Completion, Observation
 from aerorl_ops.eval_runner.episodes import Graded, Replies, Sampling, generate_replies
 from aerorl_ops.eval_runner.replies import encode_observations, observation_prompts
@@ -55,11 +55,6 @@ from aerorl_ops.rows.task_item import TaskItem
 PROBE = [{"role": "user", "content": [{"type": "text", "text": "?"}]},
          {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
 """A one-exchange conversation: what the chat template writes after it is an environment turn's tokens."""
-
-
-def max_turns(env: TaskEnv) -> int:
-    """The environment's turns per episode at most (1 for a single-turn one)."""
-    return int(getattr(env, "max_turns", 1))
 
 
 def episode_limits(loaded: LoadedVLM, env: TaskEnv) -> MediaLimits:

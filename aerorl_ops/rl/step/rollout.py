@@ -15,7 +15,8 @@
 - ``supervised_batch``: prompts followed by their reference answer and the token that ends an
   assistant turn as the model's chat template writes it (``models.end_of_turn``: Gemma 3's
   ``<end_of_turn>``, Qwen's ``<|im_end|>``; the plain answer format: the item's first answer,
-  no JSON), for the masked supervised loss.
+  no JSON), for the masked supervised loss; on a multi-turn environment that demonstrates its
+  episodes (a planner's path), the whole demonstrated episode, every turn's reply counted.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from aerorl_ops.envs.base import TaskEnv
+from aerorl_ops.envs.base import TaskEnv, demonstration, max_turns
 from aerorl_ops.eval_runner.episodes import (
     Graded,
     Replies,
@@ -43,9 +44,10 @@ from aerorl_ops.generation.shown_video import shown_videos
 from aerorl_ops.generation.vllm_engine import EngineVideo
 from aerorl_ops.models.end_of_turn import end_of_turn_id
 from aerorl_ops.models.loading import LoadedVLM
-from aerorl_ops.rl.step.multi_turn import encode_episodes, max_turns, replayed_turns, sample_episodes
+from aerorl_ops.rl.step.multi_turn import encode_episodes, replayed_turns, sample_episodes
 from aerorl_ops.rl.step.prompts import Prompt, drawn_prompts, prompt_items
 from aerorl_ops.rl.step.reply_sampler import ReplySampler
+from aerorl_ops.rl.step.scripted_episodes import scripted_batch
 from aerorl_ops.rl.step.sequences import SequenceBatch, append_completions
 from aerorl_ops.rows.task_item import TaskItem
 
@@ -179,7 +181,17 @@ def answer_target(item: TaskItem) -> str:
 
 
 def supervised_batch(loaded: LoadedVLM, env: TaskEnv, items: Sequence[TaskItem]) -> SequenceBatch:
-    """Prompts followed by their target answers and the token that ends a turn: a teacher-forced batch."""
+    """Prompts followed by their target answers and the token that ends a turn: a teacher-forced batch. On a
+    multi-turn environment that demonstrates its episodes (``envs.base.demonstration``: a planner's path), each
+    item's whole demonstrated episode instead, every reply counted and the environment's turns not
+    (``scripted_episodes.scripted_batch``)."""
+    shown = [demonstration(env, item) for item in items]
+    if any(replies is not None for replies in shown):
+        missing = next((item for item, replies in zip(items, shown, strict=True) if replies is None), None)
+        if missing is not None:
+            raise ValueError(f"environment {env.name!r} demonstrates its episodes, but not item "
+                             f"{missing.item_id!r}'s (no path to the goal?): leave it out of supervised training")
+        return scripted_batch(loaded, env, items, shown)
     inputs = encode_observations(loaded, observe_all(env, items))
     end = end_of_turn_id(loaded.processor, loaded.source.label)
     targets = [loaded.tokenizer.encode(answer_target(item), add_special_tokens=False) + [end] for item in items]

@@ -1,6 +1,7 @@
 """An RL step's rollout: ``group_size`` sampled replies per prompt over this rank's micro-batches,
-graded, gathered into the global batch, shaped (DAPO's soft overlong punishment) and, with DAPO's
-dynamic sampling, filtered to informative groups.
+graded, gathered into the global batch, shaped (DAPO's soft overlong punishment: of each reply, or on a
+multi-turn environment of each turn's reply, at that turn's reward: ``turn_overlong_penalties``) and, with
+DAPO's dynamic sampling, filtered to informative groups.
 
 Dynamic sampling (Yu et al., 2025, section 3.2; verl's ``filter_groups``): a group whose rewards are
 all equal has zero group-relative advantage and teaches nothing, so it is dropped and more prompts
@@ -129,6 +130,30 @@ def shaped_rewards(rewards: torch.Tensor, lengths: torch.Tensor, settings: Recip
     return rewards + penalty.to(rewards.dtype)
 
 
+def turn_overlong_penalties(actions: torch.Tensor, settings: Recipe) -> torch.Tensor:
+    """A multi-turn rollout's DAPO overlong penalty, per reply: each run of the model's own tokens in a row of
+    ``actions`` [B, W] (a turn's reply) punished by its own length, the penalty at the reply's last token
+    [B, W] (where its turn reward sits), 0 elsewhere; all 0 when ``overlong_buffer`` is 0. The environment's
+    tokens between the replies are never counted.
+
+    >>> from aerorl_ops.config.training import TrainingSettings
+    >>> recipe = TrainingSettings(algorithm="dapo", max_new_tokens=4, overlong_buffer=2).resolve()
+    >>> turn_overlong_penalties(torch.tensor([[True, True, True, False, True, True, True, True]]), recipe)
+    tensor([[ 0.0000,  0.0000, -0.5000,  0.0000,  0.0000,  0.0000,  0.0000, -1.0000]])
+    """
+    penalties = torch.zeros(actions.shape, dtype=torch.float32)  # [B, W]
+    if not settings.overlong_buffer:
+        return penalties
+    for row, own in enumerate(actions.tolist()):
+        ends = [k for k, token in enumerate(own) if token and (k + 1 == len(own) or not own[k + 1])]
+        starts = [k for k, token in enumerate(own) if token and (k == 0 or not own[k - 1])]
+        lengths = torch.tensor([end - start + 1 for start, end in zip(starts, ends, strict=True)])  # [turns]
+        if len(lengths):
+            penalties[row, ends] = overlong_penalty(lengths, settings.max_new_tokens, settings.overlong_buffer,
+                                                    settings.overlong_penalty_factor).float()
+    return penalties
+
+
 def informative_groups(rewards: torch.Tensor, group_size: int) -> list[bool]:
     """Per group of ``group_size`` contiguous rewards [B]: not all equal (so a group baseline is not every reward)."""
     groups = rewards.view(-1, group_size)  # [G, n]
@@ -163,7 +188,12 @@ def _sample_round(loaded: LoadedVLM, env: TaskEnv, prompts: Sequence[Prompt], ro
     rewards, correct, truncated = share.gather_rollout(
         rollout.graded.rewards, rollout.graded.correct, torch.tensor(rollout.replies.truncated, dtype=torch.bool),
         device=device)  # [B] each
-    outcomes = Outcomes(shaped_rewards(rewards, lengths, settings), correct, truncated)
+    if actions is None:
+        outcomes = Outcomes(shaped_rewards(rewards, lengths, settings), correct, truncated)
+    else:  # each reply punished for its own length, where its turn's reward sits; the episode's sum
+        penalties = turn_overlong_penalties(actions, settings).to(turn_rewards.device)  # [B, W]
+        turn_rewards = turn_rewards + penalties
+        outcomes = Outcomes(rewards + penalties.sum(dim=1).to(rewards.dtype), correct, truncated)
     return _Round(rows, share, rollout.batches, token_ids, lengths, outcomes, rollout.generation_s, actions,
                   turn_rewards)
 

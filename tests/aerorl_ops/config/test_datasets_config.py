@@ -57,8 +57,8 @@ def test_a_jsonl_dataset_with_a_relative_path_and_kind_settings(tmp_path):
 
 @pytest.mark.parametrize(("datasets", "bench", "setting", "problem"), [
     ({"mine": {"kind": "csv"}}, {}, "datasets.mine.kind",
-     "names no environment kind: 'csv'; known kinds: arc, chartqa, docvqa, easy_vqa, easy_vqa_pairs, "
-     "easy_vqa_two_tries, gymnasium, jsonl, mixture, parquet"),
+     "names no environment kind: 'csv'; known kinds: arc, chartqa, docvqa, easy_vqa, easy_vqa_combinations, "
+     "easy_vqa_pairs, easy_vqa_two_tries, gymnasium, jsonl, mixture, parquet"),
     ({"mine": {"kind": "jsonl", "path": "missing.jsonl"}}, {}, "datasets.mine.path", "missing.jsonl"),
     ({"mine": {"kind": "jsonl"}}, {}, "datasets.mine.path", "is required for kind 'jsonl'"),
     ({"mine": {"kind": "easy_vqa", "limit": 0}}, {}, "datasets.mine.limit", "must be a positive integer, got 0"),

@@ -23,8 +23,8 @@ def test_unknown_name_lists_the_known_ones():
         make_env("easyvqa", split="test")
 
     assert str(caught.value) == ("unknown environment 'easyvqa'; known environments: "
-                                 "arc, chartqa, docvqa, easy_vqa, easy_vqa_pairs, easy_vqa_two_tries, gymnasium, "
-                                 "jsonl, mixture, parquet")
+                                 "arc, chartqa, docvqa, easy_vqa, easy_vqa_combinations, easy_vqa_pairs, "
+                                 "easy_vqa_two_tries, gymnasium, jsonl, mixture, parquet")
 
 
 def test_unknown_and_missing_settings_are_named():

@@ -140,18 +140,18 @@ EVAL_DDL = {
     "eval_samples": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, setting VARCHAR NOT NULL, item_index INTEGER NOT "
                     "NULL, item_id VARCHAR, question_type VARCHAR, sample_no INTEGER NOT NULL, response VARCHAR, "
                     "correct BOOLEAN, reward DOUBLE, response_tokens INTEGER, truncated BOOLEAN, reflection BOOLEAN, "
-                    "source VARCHAR",
+                    "source VARCHAR, turns INTEGER, distribution VARCHAR",
     "eval_metrics": "eval_id VARCHAR NOT NULL, role VARCHAR NOT NULL, setting VARCHAR NOT NULL, question_type VARCHAR "
                     "NOT NULL, k INTEGER, samples_per_question INTEGER, questions INTEGER, responses INTEGER, accuracy "
                     "DOUBLE, accuracy_stderr DOUBLE, pass_at_1 DOUBLE, reward_mean DOUBLE, mean_length DOUBLE, "
                     "length_clip_ratio DOUBLE, n_correct INTEGER, n_reflection INTEGER, reflection_ratio DOUBLE, "
                     "reflection_ratio_in_correct DOUBLE, reflection_ratio_in_incorrect DOUBLE, "
                     "correct_ratio_in_reflection DOUBLE, correct_ratio_in_no_reflection DOUBLE, "
-                    "source VARCHAR NOT NULL",
+                    "source VARCHAR NOT NULL, mean_turns DOUBLE, distribution VARCHAR",
     "eval_comparisons": "eval_id VARCHAR NOT NULL, setting VARCHAR NOT NULL, question_type VARCHAR NOT NULL, method "
                         "VARCHAR NOT NULL, questions INTEGER, model_accuracy DOUBLE, baseline_accuracy DOUBLE, "
                         "difference DOUBLE, ci_low DOUBLE, ci_high DOUBLE, confidence DOUBLE, b INTEGER, c INTEGER, "
-                        "p_value DOUBLE, resamples INTEGER, source VARCHAR NOT NULL",
+                        "p_value DOUBLE, resamples INTEGER, source VARCHAR NOT NULL, distribution VARCHAR",
 }
 
 
@@ -161,3 +161,18 @@ def test_the_eval_tables_are_the_documented_ones(conn):
         described = ", ".join(f"{name} {kind}" + ("" if null == "YES" else " NOT NULL")
                               for name, kind, null, *_ in conn.execute(f"DESCRIBE {spec.name}").fetchall())
         assert described == EVAL_DDL[spec.name]
+
+
+def test_a_held_out_distributions_eval_labels_its_sample_metric_and_comparison_rows(conn):
+    """An eval of a held-out distribution (``distribution`` given) carries its name in every per-sample,
+    per-metric and comparison row; an eval of the dataset itself holds NULL there."""
+    started = datetime.now(UTC)
+    evaluations = [record("model", "m", MODEL, started), record("baseline", "b", BASELINE, started)]
+    comparisons = compare_outcomes(MODEL, BASELINE, 50)
+    replace_partitions(conn, [*eval_tables("e/big", evaluations, comparisons, "big"),
+                              *eval_tables("e", evaluations, comparisons)])
+    for table in ("eval_samples", "eval_metrics", "eval_comparisons"):
+        by_eval = dict(conn.execute(f"SELECT eval_id, list(DISTINCT distribution) FROM {table} GROUP BY 1").fetchall())
+        assert by_eval == {"e/big": ["big"], "e": [None]}, table
+    assert conn.execute("SELECT count(*) FROM eval_metrics WHERE eval_id = 'e/big'").fetchone() == \
+        conn.execute("SELECT count(*) FROM eval_metrics WHERE eval_id = 'e'").fetchone()

@@ -8,8 +8,9 @@ import importlib
 import pytest
 
 MODULES = ["aerorl_ops.config.evaluation", "aerorl_ops.eval_runner.replies", "aerorl_ops.eval_runner.summaries",
-           "aerorl_ops.eval_runner.model_vs_baseline", "aerorl_ops.reporting.tensorboard",
-           "aerorl_ops.storage.eval_schema"]
+           "aerorl_ops.eval_runner.model_vs_baseline", "aerorl_ops.eval_runner.runner",
+           "aerorl_ops.reporting.tensorboard", "aerorl_ops.storage.eval_schema", "aerorl_ops.rl.step.rollout_rounds",
+           "aerorl_ops.rl.run.inputs"]
 
 
 @pytest.mark.parametrize("name", MODULES)

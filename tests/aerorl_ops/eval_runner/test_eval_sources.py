@@ -216,7 +216,7 @@ def test_without_ensure_tables_an_old_table_refuses_the_rows_with_a_source():
     """The check above is real: it is ``ensure_tables`` (run by ``create_eval_views``) that adds the column."""
     with duckdb.connect(":memory:") as conn:
         ensure_tables(conn, [old_spec(EVAL_METRICS)])
-        rows = EVAL_METRICS.rows(MODEL.metrics, eval_id="e", role="model")
+        rows = EVAL_METRICS.rows(MODEL.metrics, eval_id="e", role="model", distribution=None)
         with pytest.raises(duckdb.BinderException, match="source"):
             replace_partitions(conn, [PartitionWrite(EVAL_METRICS, {"eval_id": "e"}, rows)])
 

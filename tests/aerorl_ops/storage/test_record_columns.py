@@ -55,13 +55,16 @@ HAND_WRITTEN = {
     "training_evals": (
         "run_id string !", "step int32 !", "phase string", "wall_s double", "accuracy double",
         "accuracy_stderr double", "n int32", "reward_mean double", "verifier_mean double", "grounding_mean double",
-        "format_mean double", "cost_mean double", "samples int32",
+        "format_mean double", "cost_mean double", "samples int32", "distribution string", "return_stderr double",
+        "mean_turns double", "mean_turns_stderr double",
     ),
     "training_eval_types": (
         "run_id string !", "step int32 !", "phase string !", "question_type string !", "accuracy double", "n int32",
+        "distribution string",
     ),
     "training_eval_sources": (
         "run_id string !", "step int32 !", "phase string !", "source string !", "accuracy double", "n int32",
+        "distribution string",
     ),
     "training_rollouts": (
         "run_id string !", "step int32 !", "row int32 !", "prompt_id string", "question string",
@@ -97,7 +100,8 @@ HAND_WRITTEN = {
     "eval_samples": (
         "eval_id string !", "role string !", "setting string !", "item_index int32 !", "item_id string",
         "question_type string", "sample_no int32 !", "response string", "correct bool", "reward double",
-        "response_tokens int32", "truncated bool", "reflection bool", "source string",
+        "response_tokens int32", "truncated bool", "reflection bool", "source string", "turns int32",
+        "distribution string",
     ),
     "eval_metrics": (
         "eval_id string !", "role string !", "setting string !", "question_type string !", "k int32",
@@ -106,11 +110,13 @@ HAND_WRITTEN = {
         "length_clip_ratio double", "n_correct int32", "n_reflection int32", "reflection_ratio double",
         "reflection_ratio_in_correct double", "reflection_ratio_in_incorrect double",
         "correct_ratio_in_reflection double", "correct_ratio_in_no_reflection double", "source string !",
+        "mean_turns double", "distribution string",
     ),
     "eval_comparisons": (
         "eval_id string !", "setting string !", "question_type string !", "method string !", "questions int32",
         "model_accuracy double", "baseline_accuracy double", "difference double", "ci_low double", "ci_high double",
         "confidence double", "b int32", "c int32", "p_value double", "resamples int32", "source string !",
+        "distribution string",
     ),
 }
 DERIVED = (TRAINING_RUNS, TRAINING_STEPS, TRAINING_EVALS, TRAINING_EVAL_TYPES, TRAINING_EVAL_SOURCES, TRAINING_ROLLOUTS,
@@ -201,7 +207,7 @@ def test_the_eval_row_has_a_mean_per_reward_component():
         conn.register("given", TRAINING_EVALS.rows([row], run_id="r"))
         conn.execute("INSERT INTO training_evals SELECT * FROM given")
         stored = conn.execute("SELECT * FROM training_evals").fetchall()
-    assert stored == [("r", 4, "rl", 1.5, 0.75, 0.25, 4, 0.5, 1.0, None, 0.0, -0.125, 4)]
+    assert stored == [("r", 4, "rl", 1.5, 0.75, 0.25, 4, 0.5, 1.0, None, 0.0, -0.125, 4, None, None, None, None)]
 
 
 def test_the_module_examples_hold():

@@ -87,15 +87,16 @@ TABLES = {
     "training_evals": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR, wall_s DOUBLE, accuracy DOUBLE, "
         "accuracy_stderr DOUBLE, n INTEGER, reward_mean DOUBLE, verifier_mean DOUBLE, grounding_mean DOUBLE, "
-        "format_mean DOUBLE, cost_mean DOUBLE, samples INTEGER"
+        "format_mean DOUBLE, cost_mean DOUBLE, samples INTEGER, distribution VARCHAR, return_stderr DOUBLE, "
+        "mean_turns DOUBLE, mean_turns_stderr DOUBLE"
     ),
     "training_eval_types": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR NOT NULL, question_type VARCHAR NOT NULL, "
-        "accuracy DOUBLE, n INTEGER"
+        "accuracy DOUBLE, n INTEGER, distribution VARCHAR"
     ),
     "training_eval_sources": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, phase VARCHAR NOT NULL, source VARCHAR NOT NULL, "
-        "accuracy DOUBLE, n INTEGER"
+        "accuracy DOUBLE, n INTEGER, distribution VARCHAR"
     ),
     "training_rollouts": (
         "run_id VARCHAR NOT NULL, step INTEGER NOT NULL, row INTEGER NOT NULL, prompt_id VARCHAR, question "

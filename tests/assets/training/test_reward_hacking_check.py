@@ -11,10 +11,13 @@ from aerorl_ops.storage.training_schema import TRAINING_EVALS, TRAINING_STEPS, T
 from assets.training.checks import run_verdict
 
 
-def _write_run(conn, run_id: str, rewards: list[float], evals: list[tuple[int, str, float, int]]) -> None:
+def _write_run(conn, run_id: str, rewards: list[float], evals: list[tuple[int, str, float, int]],
+               distribution_evals: list[tuple[int, str, float, int]] = ()) -> None:
     steps = [{"run_id": run_id, "step": 10 + i, "phase": "grpo", "reward_mean": r} for i, r in enumerate(rewards)]
     steps.insert(0, {"run_id": run_id, "step": 5, "phase": "warmup", "reward_mean": None})
     rows = [{"run_id": run_id, "step": s, "phase": p, "accuracy": a, "n": n} for s, p, a, n in evals]
+    rows += [{"run_id": run_id, "step": s, "phase": p, "accuracy": a, "n": n, "distribution": "bigger_room"}
+             for s, p, a, n in distribution_evals]
     replace_partitions(conn, [PartitionWrite(TRAINING_STEPS, {"run_id": run_id},
                                              pa.Table.from_pylist(steps, schema=TRAINING_STEPS.schema)),
                               PartitionWrite(TRAINING_EVALS, {"run_id": run_id},
@@ -32,3 +35,18 @@ def test_rising_reward_with_falling_accuracy_is_flagged(tmp_path, final_accuracy
     assert verdict.gamed is gamed
     assert verdict.reward_rise == pytest.approx(0.6)
     assert verdict.accuracy_change == pytest.approx(final_accuracy - 0.60)
+
+
+def test_a_held_out_distribution_falling_is_generalisation_not_reward_hacking(tmp_path):
+    """The guard reads the run's own held-out sample only: a held-out distribution's rows (``distribution`` set)
+    falling to 0 while the reward rises does not flag the run, and its own sample's fall still does."""
+    with duckdb.connect(str(tmp_path / "runs.duckdb")) as conn:
+        ensure_tables(conn, TRAINING_TABLES)
+        evals = [(5, "warmup", 0.60, 500), (14, "final", 0.61, 500)]
+        _write_run(conn, "run", [0.1, 0.2, 0.6, 0.7], evals, [(5, "warmup", 0.9, 500), (14, "final", 0.0, 500)])
+        kept = run_verdict(conn, "run")
+        _write_run(conn, "fell", [0.1, 0.2, 0.6, 0.7], [(5, "warmup", 0.60, 500), (14, "final", 0.40, 500)],
+                   [(5, "warmup", 0.1, 500), (14, "final", 0.9, 500)])
+        fell = run_verdict(conn, "fell")
+    assert not kept.gamed and kept.accuracy_change == pytest.approx(0.01)
+    assert fell.gamed and fell.accuracy_change == pytest.approx(-0.20)

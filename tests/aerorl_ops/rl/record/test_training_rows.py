@@ -40,15 +40,31 @@ def test_an_evaluation_is_one_training_evals_row_with_a_mean_per_reward_componen
     assert table.to_pylist() == [{
         "run_id": "r", "step": 6, "phase": "rl", "wall_s": 12.5, "accuracy": 0.75,
         "accuracy_stderr": math.sqrt(0.75 * 0.25 / 4), "n": 4, "reward_mean": 0.125, "verifier_mean": 0.5,
-        "grounding_mean": None, "format_mean": -0.25, "cost_mean": None, "samples": 4}]
+        "grounding_mean": None, "format_mean": -0.25, "cost_mean": None, "samples": 4, "distribution": None,
+        "return_stderr": None, "mean_turns": None, "mean_turns_stderr": None}]
+
+
+def test_a_held_out_distributions_episodes_fill_their_columns():
+    """A multi-turn evaluation of held-out distribution "big": success as accuracy, its episode figures in their
+    columns, and each question-type row labelled with the distribution too."""
+    from aerorl_ops.eval_metrics.episodes import episode_report
+
+    episodes = episode_report([True, False], [0.9, 0.0], [3, 8])
+    evaluation = dataclasses.replace(EVALUATION, episodes=episodes, distribution="big")
+    (row,) = eval_rows("r", [evaluation]).to_pylist()
+    assert (row["distribution"], row["return_stderr"], row["mean_turns"], row["mean_turns_stderr"]) == (
+        "big", episodes.return_stderr, 5.5, 2.5)
+    assert {r["distribution"] for r in eval_type_rows("r", [evaluation]).to_pylist()} == {"big"}
 
 
 def test_an_evaluation_has_a_training_eval_types_row_per_question_type():
     table = eval_type_rows("r", [EVALUATION])
     assert table.schema == TRAINING_EVAL_TYPES.schema
     assert table.to_pylist() == [
-        {"run_id": "r", "step": 6, "phase": "rl", "question_type": "colour", "accuracy": 0.5, "n": 2},
-        {"run_id": "r", "step": 6, "phase": "rl", "question_type": "shape", "accuracy": 1.0, "n": 2}]
+        {"run_id": "r", "step": 6, "phase": "rl", "question_type": "colour", "accuracy": 0.5, "n": 2,
+         "distribution": None},
+        {"run_id": "r", "step": 6, "phase": "rl", "question_type": "shape", "accuracy": 1.0, "n": 2,
+         "distribution": None}]
     assert eval_rows("r", []).num_rows == eval_type_rows("r", []).num_rows == 0
 
 
