@@ -22,6 +22,9 @@ def isolate(workdir: Path) -> None:
     """Point this process's `aerorl` at ``workdir`` (see the module docstring); call before importing it."""
     sys.path.insert(0, str(ROOT))
     import aerorl_pipeline  # noqa: F401  (first: it sets torch's OpenMP defaults before anything loads torch)
+    from aerorl_ops.quiet import quiet_known_logs
+
+    quiet_known_logs()  # as `aerorl` does first: assets.project's imports load bitsandbytes, which logs as it loads
     import assets.project as project
 
     workdir = workdir.resolve()
