@@ -5,7 +5,9 @@ A job command (``aerorl bench``, ``train``, ``eval``) runs its Dagster job in a 
 (``console.interruptible``), and its main thread calls :meth:`SlotWait.check` about once a second. When a step of
 a run of this process (or of a process it started) has waited for a pool slot for ``NOTICE_AFTER_S``:
 
-- one line names the run and step that hold the slot, since when, and the holder's process;
+- one line names the run and step that hold the slot, since when, and the holder's process, when another run
+  holds it (a step queued behind steps of its own run, as a Celery bench's report steps take the writer's slot
+  one at a time, is the pool at work: not said);
 - a holder whose process is gone is marked failed and its claims freed (``pool_slots.free_dead_runs_slots``), so
   the waiting step gets the slot at its next claim;
 - a stop asked for by SIGINT or SIGTERM ends the wait at once: the waiting run is canceled, its pending claims
@@ -59,6 +61,11 @@ class Waiting:
     holders: tuple[SlotClaim, ...]
     waited_s: float
 
+    @property
+    def blocked_by_another_run(self) -> bool:
+        """Whether a run other than the waiting one holds the slot."""
+        return any(holder.run_id != self.claim.run_id for holder in self.holders)
+
     def describe(self) -> str:
         held_by = "; ".join(f"run {h.run_id} step {h.step_key}{since(h.since)}" for h in self.holders) or "nobody"
         return (f"step {self.claim.step_key} of run {self.claim.run_id} has waited {math.ceil(self.waited_s)} s for a "
@@ -100,7 +107,7 @@ class SlotWait:
         waiting = [replace(wait, waited_s=max(wait.waited_s, claimed_s_ago(wait.claim))) for wait in waiting]  # now
         for wait in waiting:
             key = (wait.claim.run_id, wait.claim.step_key)
-            if wait.waited_s >= self.notice_after_s and key not in self._said:
+            if wait.waited_s >= self.notice_after_s and key not in self._said and wait.blocked_by_another_run:
                 self._said.add(key)
                 tqdm.write(f"aerorl: {wait.describe()} (its process is alive; waiting on; Ctrl-C stops)",
                            file=sys.stderr)

@@ -115,3 +115,30 @@ def test_a_claim_of_a_run_the_instance_no_longer_knows_is_freed(home):
         assert pool_claims(instance) == [SlotClaim(POOL, "gone-run", "write", True, pool_claims(instance)[0].since)]
         assert free_dead_runs_slots(instance) == ["gone-run"]
         assert pool_claims(instance) == []
+
+
+def test_a_wait_is_said_only_when_another_run_holds_the_slot():
+    """A step queued behind a step of its own run (a Celery bench's report steps) is the pool at work; one
+    behind another run's step is what the notice is for; a slot just freed (no holder) is neither."""
+    from datetime import UTC, datetime
+
+    from aerorl_pipeline.slot_wait import Waiting
+
+    at = datetime(2026, 11, 29, 1, 0, 0, tzinfo=UTC)
+    waiting = SlotClaim("duckdb_writer", "run-a", "benchmark_report_no_row_drop", False, at)
+    own = SlotClaim("duckdb_writer", "run-a", "benchmark_report", True, at)
+    other = SlotClaim("duckdb_writer", "run-b", "benchmark_report", True, at)
+    assert [Waiting(waiting, 1, holders, 9.0).blocked_by_another_run
+            for holders in ((own,), (other,), (own, other), ())] == [False, True, True, False]
+
+
+def test_a_waits_length_is_read_from_the_claims_record(monkeypatch):
+    """However seldom the main thread looks, the wait is as long as the instance's record of the claim says."""
+    from datetime import UTC, datetime
+
+    from aerorl_pipeline.slot_wait import claimed_s_ago
+
+    monkeypatch.setattr(slot_wait_module.time, "time", lambda: datetime(2026, 11, 29, 1, 0, 7, tzinfo=UTC).timestamp())
+    made = SlotClaim("duckdb_writer", "run-a", "benchmark_report", False, datetime(2026, 11, 29, 1, 0, 0, tzinfo=UTC))
+    assert claimed_s_ago(made) == 7.0
+    assert claimed_s_ago(SlotClaim("duckdb_writer", "run-a", "benchmark_report", True, None)) == 0.0
