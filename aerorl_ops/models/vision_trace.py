@@ -27,6 +27,7 @@ overrides the traced parts for a family whose trace is wrong.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from dataclasses import dataclass, field
@@ -59,6 +60,10 @@ class VisionTrace:
     how: str  # "feature scatter", or "cross-attention (the processor's image token)"
 
 
+FRAME_CAP = "cap_pixels_per_frame"
+"""A Qwen-VL video processor's switch for qwen-vl-utils' per-frame pixel cap (transformers 5.2x)."""
+
+
 class VisionTraceError(ValueError):
     """The probe prompt could not run through the model's vision path; one line naming the model."""
 
@@ -71,6 +76,9 @@ def probe_inputs(processor, video: bool = False) -> dict[str, torch.Tensor]:
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     image = Image.new("RGB", PROBE_IMAGE_SIZE, (127, 127, 127))
     media = video_kwargs([[image] * PROBE_FRAMES], [1.0]) if video else {"images": [[image]]}
+    if video and FRAME_CAP in inspect.signature(processor.video_processor._preprocess).parameters:
+        media[FRAME_CAP] = False  # the probe's 4 frames of 224 px are under any cap; said, it silences the
+        # warning transformers logs at the first video a Qwen-VL processor sees (every run's probe, video or not)
     return processor(text=[text], **media, return_tensors="pt", padding=True)
 
 
