@@ -72,10 +72,14 @@ def pool_claims(instance: dg.DagsterInstance) -> list[SlotClaim]:
     for pool in sorted(storage.get_concurrency_keys()):
         info = storage.get_concurrency_info(pool)
         enqueued = {(p.run_id, p.step_key): p.enqueued_timestamp for p in info.pending_steps}
-        held = {(slot.run_id, slot.step_key) for slot in info.claimed_slots}
+        # a slot is held by a step that claimed it, and by one it was assigned to that has not claimed it yet
+        # (Dagster counts both against the limit): a run killed between the two left such an assignment, which
+        # blocked the pool with no slot claimed ("held by nobody", in a chaos run)
+        held = ({(slot.run_id, slot.step_key) for slot in info.claimed_slots}
+                | {(p.run_id, p.step_key) for p in info.pending_steps if p.assigned_timestamp is not None})
         claims += [SlotClaim(pool, run_id, step, True, enqueued.get((run_id, step))) for run_id, step in sorted(held)]
         claims += [SlotClaim(pool, p.run_id, p.step_key, False, p.enqueued_timestamp) for p in info.pending_steps
-                   if (p.run_id, p.step_key) not in held and p.assigned_timestamp is None]
+                   if (p.run_id, p.step_key) not in held]
     return claims
 
 

@@ -142,3 +142,25 @@ def test_a_waits_length_is_read_from_the_claims_record(monkeypatch):
     made = SlotClaim("duckdb_writer", "run-a", "benchmark_report", False, datetime(2026, 11, 29, 1, 0, 0, tzinfo=UTC))
     assert claimed_s_ago(made) == 7.0
     assert claimed_s_ago(SlotClaim("duckdb_writer", "run-a", "benchmark_report", True, None)) == 0.0
+
+
+def test_a_slot_assigned_to_a_dead_runs_step_that_never_claimed_it_is_freed(home):
+    """A run killed after Dagster assigned its step a slot and before the step claimed it leaves an assignment
+    that counts against the pool's limit with no slot claimed: every later step waited on, "held by nobody" (a
+    chaos run's bench). It is the dead run's hold, named and freed like a claimed slot."""
+    from dagster._core.storage.event_log.schema import ConcurrencySlotsTable
+
+    with dg.DagsterInstance.get() as instance:
+        storage = instance.event_log_storage
+        storage.initialize_concurrency_limit_to_default(POOL)
+        assert storage.claim_concurrency_slot(POOL, "gone-run", "write").is_claimed
+        with storage.index_connection() as conn:  # the killed process's state: assigned, its slot not claimed
+            conn.execute(ConcurrencySlotsTable.update().where(ConcurrencySlotsTable.c.run_id == "gone-run")
+                         .values(run_id=None, step_key=None))
+        info = storage.get_concurrency_info(POOL)
+        assert (info.active_slot_count, [p.run_id for p in info.pending_steps]) == (0, ["gone-run"])
+        assert not storage.claim_concurrency_slot(POOL, "next-run", "write").is_claimed  # what blocked the bench
+        assert [(c.run_id, c.holding) for c in pool_claims(instance)] == [("gone-run", True), ("next-run", False)]
+        assert free_dead_runs_slots(instance) == ["gone-run", "next-run"]  # neither is a run of this instance
+        assert pool_claims(instance) == []
+        assert storage.claim_concurrency_slot(POOL, "next-run", "write").is_claimed  # the pool is free again
