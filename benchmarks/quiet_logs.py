@@ -7,6 +7,10 @@ import logging
 import torch
 from transformers.utils import logging as hf_logging
 
+from aerorl_ops.quiet import quiet_known_logs
+
+quiet_known_logs()  # at import, as `aerorl` does first: a benchmark's imports load bitsandbytes, which logs as it loads
+
 
 def quiet_model_logs(threads: int = 0) -> None:
     """transformers at errors only, no progress bars, no bitsandbytes cast notices ("MatMul8bitLt:
