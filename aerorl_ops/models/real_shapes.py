@@ -26,6 +26,7 @@ from aerorl_ops.models.tiny_family_build import (
     family_config,
     family_processor,
     random_init_model,
+    save_greedy_checkpoint,
     train_family_tokenizer,
 )
 
@@ -114,14 +115,7 @@ def build_real_shape(name: str, folder: Path, device: str | torch.device = "cpu"
     config.dtype = dtype  # from_config makes the weights in this dtype
     with torch.device(device):
         model = random_init_model(config, seed)
-    model.generation_config.do_sample = False
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    family_processor(spec, tokenizer).save_pretrained(folder)
-    return folder
+    return save_greedy_checkpoint(model, family_processor(spec, tokenizer), tokenizer, folder)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -240,7 +240,7 @@ def shrunk_config(model_type: str, tokenizer=None, image_token: str = ""):
 def build_shrunk_family(model_type: str, output_dir: Path, seed: int = 0) -> Path:
     """Write ``model_type``'s shrunk tiny checkpoint into ``output_dir`` and return it; :class:`NotBuilt` saying
     why when it cannot be built (module docstring)."""
-    from aerorl_ops.models.tiny_family_build import random_init_model
+    from aerorl_ops.models.tiny_family_build import random_init_model, save_greedy_checkpoint
 
     processor, image_token = shrunk_processor(model_type, shrunk_config(model_type))
     tokenizer = processor.tokenizer
@@ -252,12 +252,6 @@ def build_shrunk_family(model_type: str, output_dir: Path, seed: int = 0) -> Pat
                        f"{' '.join(str(error).split())[:160]}") from None
     if getattr(model, "generation_config", None) is None:
         raise NotBuilt(f"{type(model).__name__} has no generation config: it does not generate text")
-    model.generation_config.do_sample = False
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output_dir)
-    processor.save_pretrained(output_dir)
+    output_dir = save_greedy_checkpoint(model, processor, tokenizer, output_dir)
     (output_dir / "chat_template.jinja").write_text(processor.chat_template)
     return output_dir

@@ -112,14 +112,22 @@ def build_tiny_family(name: str, output_dir: Path, seed: int = 0) -> Path:
     processor = family_processor(spec, tokenizer)
     config = family_config(spec, tokenizer)
     model = random_init_model(config, seed)
-    eos = tokenizer.eos_token_id
-    model.generation_config.do_sample = False
-    model.generation_config.eos_token_id = eos
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(output_dir)
+    save_greedy_checkpoint(model, processor, tokenizer, output_dir)
     rename_saved_weights(output_dir / "model.safetensors", spec.checkpoint_renames)
-    processor.save_pretrained(output_dir)
     return output_dir
+
+
+def save_greedy_checkpoint(model, processor, tokenizer, folder: Path) -> Path:
+    """Save ``model``, greedy by default with ``tokenizer``'s end and padding tokens, and ``processor`` into
+    ``folder`` (created): a built checkpoint as ``from_pretrained`` reads it."""
+    model.generation_config.do_sample = False
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
 
 
 def rename_saved_weights(path: Path, renames: tuple[tuple[str, str], ...]) -> None:
