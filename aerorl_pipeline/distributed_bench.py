@@ -133,6 +133,8 @@ def run_partitions(config_path: str | Path, resources: BenchResources, instance:
                 ended = why_end(lost)
                 if ended is not None:
                     end_launchers(list(pool._processes), instance, tags, gently=isinstance(ended, StopRequested))
+        if ended is not None:
+            kill_idle_launchers(pool)
     if isinstance(ended, CommandFailed):
         from aerorl_pipeline.instance import close_abandoned_runs
 
@@ -140,6 +142,16 @@ def run_partitions(config_path: str | Path, resources: BenchResources, instance:
     if ended is not None:
         raise ended
     return [future.result() for future in futures]
+
+
+def kill_idle_launchers(pool: ProcessPoolExecutor) -> None:
+    """Kill the launchers still alive once every partition's future is done after an end: each waits for another
+    partition, and a killed launcher may have died holding the pool's queue lock (an idle launcher holds it while
+    it waits), so the others would wait on that lock forever and the pool's shutdown with them (a chaos run's
+    SIGTERMed bench hung so, its runs ended)."""
+    for process in list(pool._processes.values()):
+        if process.is_alive():
+            process.kill()
 
 
 def end_launchers(pids: list[int], instance: dg.DagsterInstance, tags: Mapping[str, str], gently: bool) -> None:
