@@ -34,7 +34,6 @@ TRAIN_FLAGS = ["--warmup-steps", "4", "--steps", "4", "--eval-size", "32", "--ev
                "--sampled-eval-size", "0", "--no-control", "--prompts-per-step", "4", "--group-size", "4",
                "--warmup-batch-size", "8", "--train-limit", "400", "--checkpoint-interval", "100"]
 BENCH_TABLES = ("generations", "reward_scores", "benchmark_summary", "rejected_rows")
-TIMING = {"step_s", "tokens_per_s", "peak_memory_mb", "wall_s", "rollout_s", "scoring_s", "update_s"}
 
 
 def aerorl(*args: str) -> None:
@@ -43,11 +42,13 @@ def aerorl(*args: str) -> None:
 
 
 def training_rows(database: Path) -> dict[str, list]:
+    from aerorl_ops.storage.behaviour_rows import TRAINING_MEASURED
+
     with duckdb.connect(str(database), read_only=True) as conn:
         out = {}
         for table in ("training_steps", "training_evals"):
             names = [n for n, *_ in conn.execute(f'DESCRIBE "{table}"').fetchall()
-                     if n not in TIMING and n != "run_id"]
+                     if n not in TRAINING_MEASURED and n != "run_id"]
             selected = ", ".join(f'"{n}"' for n in names)
             out[table] = conn.execute(f'SELECT {selected} FROM "{table}" WHERE run_id = ? ORDER BY step, phase',
                                       [TRAIN_RUN]).fetchall()

@@ -20,11 +20,9 @@ from pathlib import Path
 import duckdb
 from chaos_events import open_instance
 
-from aerorl_ops.storage.behaviour_rows import behaviour_rows
+from aerorl_ops.storage.behaviour_rows import TRAINING_MEASURED, behaviour_rows
 
 TRAINING_TABLES = ("training_steps", "training_evals", "training_eval_types", "training_rollouts")
-TRAINING_MEASURED = {"step_s", "tokens_per_s", "peak_memory_mb", "wall_s"}
-"""Columns of the training tables that measure time or memory: they differ between any two runs."""
 TRAINING_ORDER = {"training_steps": "step, phase", "training_evals": "step, phase",
                   "training_eval_types": "step, phase, question_type", "training_rollouts": "step, row"}
 BENCH_TABLES = ("generations", "reward_scores", "benchmark_summary")

@@ -2,7 +2,8 @@
 the same inputs must agree on, wherever and however they ran (a refactor check, an in-process run
 against a distributed one).
 
-``MEASURED`` names, per report table, the columns that measure time, memory or the process;
+``MEASURED`` names, per report table, the columns that measure time, memory or the process
+(``TRAINING_MEASURED``: those of the training tables);
 ``LATENCY_DEPENDENT`` the behaviour columns that still depend on a measured latency through the cost
 reward (equal only when no latency exceeds the reward's budget).
 """
@@ -25,6 +26,8 @@ MEASURED = {
     "runs": {"started_at", "finished_at", "git_sha", "library_versions"},
     "rejected_rows": set(),
 }
+TRAINING_MEASURED = {"step_s", "tokens_per_s", "peak_memory_mb", "wall_s", "rollout_s", "scoring_s", "update_s"}
+"""Columns of the training tables that measure time or memory: they differ between any two runs."""
 LATENCY_DEPENDENT = {"reward_scores": {"cost", "total_reward", "passed"},
                      "benchmark_summary": {"cost_avg", "average_reward", "pass_rate"}}
 KEYS = {"generations": ["model_key", "batch_size", "sample_id"],
