@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from collections.abc import Collection, Sequence
 from contextlib import ExitStack
@@ -11,7 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 from tqdm import tqdm
 
 from aerorl_ops.config.benchmark import BenchmarkConfig, ConfigError
@@ -29,6 +29,7 @@ from aerorl_pipeline.distributed_bench import (
 )
 from aerorl_pipeline.executors import celery_app
 from aerorl_pipeline.failures import failure_from_results
+from aerorl_pipeline.sql import REPORT_LOCK_WAIT_S, SqlError, connect_when_unlocked
 from assets.benchmark.partitions import BATCH_DIMENSION, MODEL_DIMENSION
 from assets.project import MODELS_DIR, benchmark_config
 from assets.runs import BENCHMARK_RUN_TAG, new_benchmark_run_id
@@ -153,7 +154,11 @@ def summary_table(database: str, run_id: str) -> str:
     ``cost_ledger`` is missing."""
     if not Path(database).is_file():
         return f"no report database at {database}: no partition of benchmark run {run_id} finished"
-    with duckdb.connect(database, read_only=True) as conn:
+    try:  # another command (a training run beside the bench) may be writing: wait for its write to end
+        connection = connect_when_unlocked(Path(database), REPORT_LOCK_WAIT_S, time.sleep)
+    except SqlError as error:  # the bench's rows are written; only this table is not shown
+        return f"the summary is not shown: {error}"
+    with connection as conn:
         present = {name for (name,) in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "benchmark_summary" not in present:
             return f"no benchmark_summary in {database}: no partition of benchmark run {run_id} finished"

@@ -46,12 +46,13 @@ def check_inputs(args: argparse.Namespace) -> EvalSettings:
 
 def run_eval(args: argparse.Namespace) -> int:
     from aerorl_ops.storage.database_check import check_report_database
+    from aerorl_pipeline.sql import REPORT_LOCK_WAIT_S, connect_when_unlocked
 
     check_report_database(args.database)  # a damaged report database is named before any work
     settings = check_inputs(args)
+    import time
     from dataclasses import replace
 
-    import duckdb
     from dagster_duckdb import DuckDBResource
 
     from aerorl_ops.reporting.eval_report import format_side_by_side, side_by_side
@@ -82,7 +83,7 @@ def run_eval(args: argparse.Namespace) -> int:
     (event,) = result.get_asset_materialization_events()
     metadata = event.materialization.metadata
     eval_id = metadata["eval_id"].value
-    with duckdb.connect(str(args.database), read_only=True) as conn:
+    with connect_when_unlocked(Path(args.database), REPORT_LOCK_WAIT_S, time.sleep) as conn:  # another writer
         table = format_side_by_side(side_by_side(conn, eval_id))
     print(f"eval {eval_id}: {metadata['model'].value} vs baseline {metadata['baseline'].value} on "
           f"{metadata['questions'].value} questions of {metadata['dataset'].value} ({metadata['wall_s'].value} s)\n")
@@ -91,7 +92,7 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"\n{metadata['dataset'].value}: {metadata['rejections'].value} (in rejected_rows under run id "
               f"{eval_id})")
     for distribution, held_id in (metadata["distributions"].value or {}).items():
-        with duckdb.connect(str(args.database), read_only=True) as conn:
+        with connect_when_unlocked(Path(args.database), REPORT_LOCK_WAIT_S, time.sleep) as conn:
             held = format_side_by_side(side_by_side(conn, held_id))
         print(f"\nheld-out distribution {distribution} (eval {held_id}):\n{held.to_string(index=False)}")
     figure = metadata.get("accuracy_by_setting_png")

@@ -29,6 +29,9 @@ from typing import NamedTuple
 import duckdb
 
 LOCK_WAIT_S = 5.0
+REPORT_LOCK_WAIT_S = 30.0
+"""How long a command's closing report (``aerorl bench``'s summary, ``aerorl eval``'s table) waits for another
+command's write to the report database (a training run beside it) to end."""
 """How long a query waits for a writer's lock on the database to go (a report being written)."""
 LOCKED = "Could not set lock on file"
 """DuckDB's error when another process holds the database for writing."""
