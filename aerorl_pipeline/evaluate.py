@@ -83,18 +83,18 @@ def run_eval(args: argparse.Namespace) -> int:
     (event,) = result.get_asset_materialization_events()
     metadata = event.materialization.metadata
     eval_id = metadata["eval_id"].value
+    distributions = metadata["distributions"].value or {}
     with connect_when_unlocked(Path(args.database), REPORT_LOCK_WAIT_S, time.sleep) as conn:  # another writer
         table = format_side_by_side(side_by_side(conn, eval_id))
+        held = {name: format_side_by_side(side_by_side(conn, held_id)) for name, held_id in distributions.items()}
     print(f"eval {eval_id}: {metadata['model'].value} vs baseline {metadata['baseline'].value} on "
           f"{metadata['questions'].value} questions of {metadata['dataset'].value} ({metadata['wall_s'].value} s)\n")
     print(table.to_string(index=False))
     if metadata["rejected_rows"].value:
         print(f"\n{metadata['dataset'].value}: {metadata['rejections'].value} (in rejected_rows under run id "
               f"{eval_id})")
-    for distribution, held_id in (metadata["distributions"].value or {}).items():
-        with connect_when_unlocked(Path(args.database), REPORT_LOCK_WAIT_S, time.sleep) as conn:
-            held = format_side_by_side(side_by_side(conn, held_id))
-        print(f"\nheld-out distribution {distribution} (eval {held_id}):\n{held.to_string(index=False)}")
+    for distribution, held_id in distributions.items():
+        print(f"\nheld-out distribution {distribution} (eval {held_id}):\n{held[distribution].to_string(index=False)}")
     figure = metadata.get("accuracy_by_setting_png")
     print(f"\nfigure: {figure.value if figure else '(none)'}\nDuckDB: {args.database}\n"
           f"  aerorl sql \"SELECT * FROM eval_vs_baseline WHERE eval_id = '{eval_id}'\"")

@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,7 +59,11 @@ class Waiting:
     claim: SlotClaim
     pid: int  # the waiting run's process
     holders: tuple[SlotClaim, ...]
-    waited_s: float
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds the step has waited, now: since the instance's record of its claim (:func:`claimed_s_ago`)."""
+        return claimed_s_ago(self.claim)
 
     @property
     def blocked_by_another_run(self) -> bool:
@@ -92,19 +96,16 @@ class SlotWait:
     ended: BaseException | None = None  # what the command raises once its worker has stopped
     _ref: Any = None  # the watched instance's ref (``DagsterInstance.get_ref``)
     _instance: dg.DagsterInstance | None = None
-    _first_seen: dict[tuple[str, str], float] = field(default_factory=dict)
     _said: set[tuple[str, str]] = field(default_factory=set)
 
-    def check(self, worker: threading.Thread, now: float | None = None) -> None:
+    def check(self, worker: threading.Thread) -> None:
         """Look at this process's waiting steps once (module docstring); ``worker`` runs the job."""
-        now = time.monotonic() if now is None else now
-        waiting = self.waiting(now)
+        waiting = self.waiting()
         if not waiting:
             return
         if any(not holder_alive(self.instance, w) for w in waiting):
             free_dead_runs_slots(self.instance)  # says which, in one line per run
             return
-        waiting = [replace(wait, waited_s=max(wait.waited_s, claimed_s_ago(wait.claim))) for wait in waiting]  # now
         for wait in waiting:
             key = (wait.claim.run_id, wait.claim.step_key)
             if wait.waited_s >= self.notice_after_s and key not in self._said and wait.blocked_by_another_run:
@@ -124,7 +125,7 @@ class SlotWait:
                        "or raise the limit (0 waits as long as the holder's process lives)")
             self.end(worker, own, CommandFailed(CommandFailure(message, FAULT, "")))
 
-    def waiting(self, now: float) -> list[Waiting]:
+    def waiting(self) -> list[Waiting]:
         """The steps of runs of this process or its children that wait for a slot, with the slot's holders."""
         claims = pool_claims(self.instance) if self._ref is not None else []
         ours = own_process_ids(self.pid)
@@ -133,9 +134,8 @@ class SlotWait:
             process = None if claim.holding else run_process(self.instance, claim.run_id)
             if process is None or process.pid not in ours:
                 continue
-            first = self._first_seen.setdefault((claim.run_id, claim.step_key), now)
             holders = tuple(c for c in claims if c.holding and c.pool == claim.pool)
-            waiting.append(Waiting(claim, process.pid, holders, max(now - first, claimed_s_ago(claim))))
+            waiting.append(Waiting(claim, process.pid, holders))
         return waiting
 
     def end(self, worker: threading.Thread, own: list[Waiting], reason: BaseException) -> None:

@@ -128,7 +128,7 @@ def test_a_wait_is_said_only_when_another_run_holds_the_slot():
     waiting = SlotClaim("duckdb_writer", "run-a", "benchmark_report_no_row_drop", False, at)
     own = SlotClaim("duckdb_writer", "run-a", "benchmark_report", True, at)
     other = SlotClaim("duckdb_writer", "run-b", "benchmark_report", True, at)
-    assert [Waiting(waiting, 1, holders, 9.0).blocked_by_another_run
+    assert [Waiting(waiting, 1, holders).blocked_by_another_run
             for holders in ((own,), (other,), (own, other), ())] == [False, True, True, False]
 
 
